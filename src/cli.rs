@@ -1,0 +1,141 @@
+//! The commands: serve, migrate, openapi, token create.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::PgPool;
+
+use crate::config::{Cli, Command, GlobalArgs, ServeArgs, TokenCommand};
+use crate::db::{self, Sharing};
+use crate::tokens::Scope;
+use crate::{http, server, store, telemetry};
+
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        None => serve(&cli.global, &cli.serve).await,
+        Some(Command::Serve(args)) => serve(&cli.global, &args).await,
+        Some(Command::Migrate) => {
+            let db = db::open(&cli.global, Sharing::AttachIfRunning).await?;
+            let result = db::migrate(&db.pool).await;
+            db.close().await;
+            result?;
+            tracing::info!("migrations applied");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Openapi) => {
+            let spec = http::openapi().to_pretty_json()?;
+            println!("{spec}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Token(TokenCommand::Create(args))) => {
+            let db = db::open(&cli.global, Sharing::AttachIfRunning).await?;
+            let created = async {
+                db::migrate(&db.pool).await?;
+                Ok::<_, anyhow::Error>(
+                    http::tokens::create(&db.pool, &args.name, &args.scopes, None).await?,
+                )
+            }
+            .await;
+            db.close().await;
+            let created = created?;
+            tracing::info!(id = created.info.id, scopes = ?created.info.scopes, "token created");
+            // Only the secret on standard output, for `TOKEN=$(joulecast token create ...)`.
+            println!("{}", created.token);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    telemetry::init_metrics();
+    let db = db::open(global, Sharing::Exclusive).await?;
+    if !args.no_migrate {
+        db::migrate(&db.pool).await?;
+    }
+    if let Some(cluster) = &db.cluster {
+        bootstrap_admin_token(&db.pool, &cluster.layout().admin_token_file).await?;
+    }
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    tracing::info!(address = %listener.local_addr()?, "Joulecast is listening");
+
+    let router = http::router(
+        db.pool.clone(),
+        http::Settings {
+            public_read: args.public_read,
+            request_timeout: Duration::from_secs(args.request_timeout_s),
+            max_body_bytes: args.max_body_bytes,
+        },
+    );
+    // Stop on a signal, or when the embedded server dies under us.
+    let database_died = Arc::new(AtomicBool::new(false));
+    let mut exit_watch = db.cluster.as_ref().map(|c| c.exit_watch());
+    let shutdown = {
+        let database_died = database_died.clone();
+        async move {
+            let died = async {
+                match exit_watch.as_mut() {
+                    Some(watch) => {
+                        let _ = watch.wait_for(Option::is_some).await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = server::termination_signal() => {}
+                () = died => {
+                    tracing::error!("the embedded PostgreSQL exited unexpectedly; stopping");
+                    database_died.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+    };
+    let served = server::serve(
+        listener,
+        router,
+        shutdown,
+        Duration::from_secs(args.shutdown_timeout_s),
+    )
+    .await;
+    db.close().await;
+    served.context("serving HTTP")?;
+    tracing::info!("stopped");
+    Ok(if database_died.load(Ordering::SeqCst) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// On the embedded default's first start (no token exists yet), create an
+/// admin token and write it to a file only its owner can read.
+async fn bootstrap_admin_token(pool: &PgPool, file: &Path) -> anyhow::Result<()> {
+    if store::tokens::count(pool).await? > 0 {
+        return Ok(());
+    }
+    let created = http::tokens::create(pool, "bootstrap-admin", &[Scope::Admin], None).await?;
+    let temporary = file.with_extension("tmp");
+    let _ = std::fs::remove_file(&temporary);
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temporary)
+        .with_context(|| format!("creating {}", temporary.display()))?;
+    writeln!(out, "{}", created.token)?;
+    out.sync_all()?;
+    std::fs::rename(&temporary, file).with_context(|| format!("writing {}", file.display()))?;
+    tracing::info!(
+        file = %file.display(),
+        "created the first admin token; read it from this file (mode 0600)"
+    );
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! Command line and environment configuration.
+//!
+//! Every setting is a flag with an environment variable; `joulecast --help` and
+//! `joulecast <command> --help` document them.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::tokens::Scope;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "joulecast",
+    version,
+    about = "Energy, power and time predictions for HPC applications",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    /// Settings of `serve`, the default command.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP service (the default).
+    Serve(ServeArgs),
+    /// Apply the database migrations and exit.
+    Migrate,
+    /// Print the OpenAPI document (JSON) to standard output.
+    Openapi,
+    /// Manage API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create an API token and print it (it is shown only once).
+    Create(TokenCreateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokenCreateArgs {
+    /// Scopes of the token, comma-separated or repeated: read, ingest, schedule, admin.
+    #[arg(long = "scope", value_delimiter = ',', required = true)]
+    pub scopes: Vec<Scope>,
+    /// A name to recognise the token by.
+    #[arg(long, default_value = "cli")]
+    pub name: String,
+}
+
+/// Settings shared by every command: where the database is.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// PostgreSQL server to use. Without it, Joulecast runs its own private
+    /// PostgreSQL cluster in --data-dir (the embedded default).
+    #[arg(long, env = "DATABASE_URL", global = true)]
+    pub database_url: Option<DatabaseUrl>,
+
+    /// Directory of the embedded PostgreSQL cluster and of the first admin token.
+    #[arg(
+        long,
+        env = "JOULECAST_DATA_DIR",
+        default_value = "joulecast-data",
+        global = true
+    )]
+    pub data_dir: PathBuf,
+
+    /// Directory holding the PostgreSQL server binaries (initdb, postgres).
+    /// Searched on PATH and in /usr/lib/postgresql/*/bin when not given.
+    #[arg(long, env = "JOULECAST_PG_BIN_DIR", global = true)]
+    pub pg_bin_dir: Option<PathBuf>,
+
+    /// System user that runs the embedded cluster when Joulecast runs as root
+    /// (PostgreSQL refuses to run as root).
+    #[arg(
+        long,
+        env = "JOULECAST_PG_USER",
+        default_value = "postgres",
+        global = true
+    )]
+    pub pg_user: String,
+
+    /// Maximum number of database connections in the pool.
+    #[arg(
+        long,
+        env = "JOULECAST_DB_MAX_CONNECTIONS",
+        default_value_t = 16,
+        global = true
+    )]
+    pub db_max_connections: u32,
+
+    /// Log filter, in `tracing` EnvFilter syntax (e.g. `info,joulecast=debug`).
+    #[arg(
+        long,
+        env = "JOULECAST_LOG",
+        default_value = "info,sqlx=warn",
+        global = true
+    )]
+    pub log: String,
+
+    /// Log format.
+    #[arg(
+        long,
+        env = "JOULECAST_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text,
+        global = true
+    )]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "JOULECAST_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Let anyone read (applications, runs, predictions) without a token, for
+    /// dashboards. Writes still need a token.
+    #[arg(long, env = "JOULECAST_PUBLIC_READ")]
+    pub public_read: bool,
+
+    /// Time limit for one request, in seconds.
+    #[arg(long, env = "JOULECAST_REQUEST_TIMEOUT_S", default_value_t = 30)]
+    pub request_timeout_s: u64,
+
+    /// Largest accepted request body, in bytes (a batch of 10,000 runs is about
+    /// 3 MB).
+    #[arg(long, env = "JOULECAST_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// How long in-flight requests may take to finish after a shutdown signal,
+    /// in seconds.
+    #[arg(long, env = "JOULECAST_SHUTDOWN_TIMEOUT_S", default_value_t = 10)]
+    pub shutdown_timeout_s: u64,
+
+    /// Do not apply migrations at start-up (apply them with `joulecast migrate`).
+    #[arg(long, env = "JOULECAST_NO_MIGRATE")]
+    pub no_migrate: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// A database URL whose password never appears in `Debug` output or logs.
+#[derive(Clone)]
+pub struct DatabaseUrl(String);
+
+impl DatabaseUrl {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for DatabaseUrl {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err("must start with postgres:// or postgresql://".into())
+        }
+    }
+}
+
+impl fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Keep the scheme and host part, drop credentials.
+        let shown = match self.0.split_once('@') {
+            Some((_, host)) => format!("postgres://***@{host}"),
+            None => self.0.clone(),
+        };
+        f.write_str(&shown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn database_url_debug_hides_the_password() {
+        let url: DatabaseUrl = "postgres://joule:s3cret@db:5432/joulecast".parse().unwrap();
+        let shown = format!("{url:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("db:5432/joulecast"), "{shown}");
+    }
+
+    #[test]
+    fn serve_is_the_default_command() {
+        let cli = Cli::try_parse_from(["joulecast", "--listen", "127.0.0.1:9000"]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.serve.listen.port(), 9000);
+    }
+
+    #[test]
+    fn token_create_takes_comma_separated_scopes() {
+        let cli = Cli::try_parse_from(["joulecast", "token", "create", "--scope", "read,ingest"])
+            .unwrap();
+        let Some(Command::Token(TokenCommand::Create(args))) = cli.command else {
+            panic!("expected token create");
+        };
+        assert_eq!(args.scopes, vec![Scope::Read, Scope::Ingest]);
+    }
+}

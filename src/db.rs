@@ -1,0 +1,140 @@
+//! Connecting to PostgreSQL: a server named by `DATABASE_URL`, or the embedded
+//! cluster in the data directory.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::PgPool;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use crate::config::GlobalArgs;
+use crate::embedded::{self, Cluster, ClusterError, ClusterOptions, Layout};
+
+pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// Name of the database inside the embedded cluster.
+pub const EMBEDDED_DATABASE: &str = "joulecast";
+
+/// An open pool, and the embedded cluster behind it when this process owns one.
+/// Drop the pool before the cluster (the cluster stops its server on drop).
+pub struct Database {
+    pub pool: PgPool,
+    pub cluster: Option<Cluster>,
+}
+
+impl Database {
+    /// Close the pool, then stop the embedded server, if any.
+    pub async fn close(self) {
+        self.pool.close().await;
+        if let Some(mut cluster) = self.cluster {
+            let _ = tokio::task::spawn_blocking(move || cluster.stop()).await;
+        }
+    }
+}
+
+/// How to treat an embedded cluster that another Joulecast process is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharing {
+    /// The service owns its cluster: refuse to share.
+    Exclusive,
+    /// A one-off command (migrate, token create) may use a running service's cluster.
+    AttachIfRunning,
+}
+
+pub async fn open(global: &GlobalArgs, sharing: Sharing) -> anyhow::Result<Database> {
+    let pool_options = PgPoolOptions::new()
+        .max_connections(global.db_max_connections)
+        .acquire_timeout(Duration::from_secs(5));
+
+    if let Some(url) = &global.database_url {
+        let pool = pool_options
+            .connect(url.expose())
+            .await
+            .with_context(|| format!("connecting to {url:?}"))?;
+        return Ok(Database {
+            pool,
+            cluster: None,
+        });
+    }
+
+    let options = ClusterOptions {
+        data_dir: global.data_dir.clone(),
+        bin_dir: global.pg_bin_dir.clone(),
+        root_user: global.pg_user.clone(),
+    };
+    let started = tokio::task::spawn_blocking(move || Cluster::start(&options))
+        .await
+        .context("the cluster start-up task failed")?;
+    let (layout, cluster) = match started {
+        Ok(cluster) => (cluster.layout().clone(), Some(cluster)),
+        Err(ClusterError::Busy(_)) if sharing == Sharing::AttachIfRunning => {
+            tracing::info!("using the embedded PostgreSQL of the running Joulecast");
+            (Layout::new(&global.data_dir)?, None)
+        }
+        Err(error) => return Err(error.into()),
+    };
+
+    create_database_if_missing(&layout).await?;
+    let pool = pool_options
+        .connect_with(embedded_options(&layout).database(EMBEDDED_DATABASE))
+        .await
+        .context("connecting to the embedded PostgreSQL")?;
+    Ok(Database { pool, cluster })
+}
+
+fn embedded_options(layout: &Layout) -> PgConnectOptions {
+    PgConnectOptions::new_without_pgpass()
+        .socket(&layout.socket_dir)
+        .port(embedded::SOCKET_PORT)
+        .username(embedded::SUPERUSER)
+}
+
+async fn create_database_if_missing(layout: &Layout) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect_with(&embedded_options(layout).database("postgres"))
+        .await
+        .context("connecting to the embedded PostgreSQL")?;
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(EMBEDDED_DATABASE)
+            .fetch_one(&mut conn)
+            .await?;
+    if !exists {
+        sqlx::query("CREATE DATABASE joulecast")
+            .execute(&mut conn)
+            .await
+            .context("creating the joulecast database")?;
+    }
+    conn.close().await?;
+    Ok(())
+}
+
+pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
+    MIGRATOR
+        .run(pool)
+        .await
+        .context("applying database migrations")
+}
+
+/// Why the database is not ready to serve, if it is not. The reason is fit to
+/// show to clients; the underlying error is logged.
+pub async fn readiness(pool: &PgPool) -> Result<(), &'static str> {
+    const NOT_MIGRATED: &str = "database migrations are not applied";
+    let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let applied: Result<Option<i64>, sqlx::Error> =
+        sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(pool)
+            .await;
+    match applied {
+        Ok(Some(version)) if version >= latest => Ok(()),
+        Ok(_) => Err(NOT_MIGRATED),
+        Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some("42P01") => {
+            Err(NOT_MIGRATED)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "readiness check: database unreachable");
+            Err("database unreachable")
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! `/v1/apps`: applications, their metadata and their runs.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::auth::{self, Authorized};
+use super::error::{ApiError, ApiResult, Problem};
+use super::extract::{Json, Path, Query};
+use super::page;
+use super::runs::Run;
+use crate::store::apps::{AppMetadata, AppRow};
+use crate::store::{self, runs::RunFilter};
+use crate::validate::{self, Errors};
+
+/// How the problem size changes with the node count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ScalingMode {
+    /// Fixed total problem.
+    Strong,
+    /// Fixed problem per node.
+    Weak,
+    #[default]
+    Unknown,
+}
+
+impl ScalingMode {
+    fn as_str(self) -> &'static str {
+        match self {
+            ScalingMode::Strong => "strong",
+            ScalingMode::Weak => "weak",
+            ScalingMode::Unknown => "unknown",
+        }
+    }
+
+    fn parse(s: &str) -> ScalingMode {
+        match s {
+            "strong" => ScalingMode::Strong,
+            "weak" => ScalingMode::Weak,
+            _ => ScalingMode::Unknown,
+        }
+    }
+}
+
+/// An application (energy tag) and a summary of its history.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct App {
+    #[schema(example = "lammps-lj-2.4GHz")]
+    pub tag: String,
+    pub scaling_mode: ScalingMode,
+    pub description: String,
+    /// Allowed %RMSE of the predictor; `null` means the service default (2 %).
+    pub allowed_rmse_pct: Option<f64>,
+    /// Number of stored runs.
+    pub run_count: i64,
+    /// Smallest node count among the runs.
+    pub nodes_min: Option<i32>,
+    /// Largest node count among the runs.
+    pub nodes_max: Option<i32>,
+    /// When the latest run finished (its end time, else its ingestion time).
+    pub last_run_at: Option<DateTime<Utc>>,
+    /// Changes whenever runs are added; models fitted to an older version are stale.
+    pub history_version: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<AppRow> for App {
+    fn from(a: AppRow) -> Self {
+        App {
+            scaling_mode: ScalingMode::parse(&a.scaling_mode),
+            tag: a.tag,
+            description: a.description,
+            allowed_rmse_pct: a.allowed_rmse_pct,
+            run_count: a.run_count,
+            nodes_min: a.nodes_min,
+            nodes_max: a.nodes_max,
+            last_run_at: a.last_run_at,
+            history_version: a.history_version,
+            created_at: a.created_at,
+            updated_at: a.updated_at,
+        }
+    }
+}
+
+/// An application's metadata. `PUT` replaces all of it: an omitted field
+/// takes its default.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AppMetadataInput {
+    /// Default `unknown`.
+    #[serde(default)]
+    pub scaling_mode: ScalingMode,
+    /// At most 4096 characters; default empty.
+    #[serde(default)]
+    pub description: String,
+    /// Allowed %RMSE of the predictor, in (0, 100]; `null` or absent for the
+    /// service default (2 %).
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+const DESCRIPTION_MAX: usize = 4096;
+
+fn check_tag(tag: &str) -> Result<(), ApiError> {
+    validate::identifier(tag, validate::TAG_MAX)
+        .map_err(|reason| ApiError::bad_request("app", reason))
+}
+
+/// Create an application or replace its metadata.
+#[utoipa::path(put, path = "/v1/apps/{app}", tag = "apps",
+    params(("app" = String, Path, description = "Application tag")),
+    request_body = AppMetadataInput,
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 201, description = "Created", body = App),
+        (status = 200, description = "Metadata replaced", body = App),
+        (status = 400, description = "Malformed JSON or tag", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid metadata", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn put_app(
+    _: Authorized<auth::Admin>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Json(input): Json<AppMetadataInput>,
+) -> ApiResult<(StatusCode, axum::Json<App>)> {
+    check_tag(&tag)?;
+    let mut errors = Errors::default();
+    let length = input.description.chars().count();
+    if length > DESCRIPTION_MAX {
+        errors.add(
+            "description",
+            format!("must be at most {DESCRIPTION_MAX} characters (got {length})"),
+        );
+    }
+    if let Some(pct) = input.allowed_rmse_pct
+        && !(pct > 0.0 && pct <= 100.0)
+    {
+        errors.add(
+            "allowed_rmse_pct",
+            format!("must be in (0, 100] (got {pct})"),
+        );
+    }
+    let metadata = errors
+        .into_result(AppMetadata {
+            scaling_mode: input.scaling_mode.as_str().to_owned(),
+            description: input.description,
+            allowed_rmse_pct: input.allowed_rmse_pct,
+        })
+        .map_err(ApiError::Invalid)?;
+    let (row, created) = store::apps::upsert_metadata(&state.pool, &tag, &metadata).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(row.into())))
+}
+
+/// Get one application.
+#[utoipa::path(get, path = "/v1/apps/{app}", tag = "apps",
+    params(("app" = String, Path, description = "Application tag")),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The application", body = App),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_app(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+) -> ApiResult<axum::Json<App>> {
+    Ok(axum::Json(find_app(&state, &tag).await?.into()))
+}
+
+async fn find_app(state: &AppState, tag: &str) -> ApiResult<AppRow> {
+    check_tag(tag)?;
+    store::apps::get(&state.pool, tag)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// Page size, 1 to 1000 (default 100).
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AppPage {
+    pub items: Vec<App>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// List applications in tag order.
+#[utoipa::path(get, path = "/v1/apps", tag = "apps",
+    params(PageParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "One page of applications", body = AppPage),
+        (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_apps(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Query(params): Query<PageParams>,
+) -> ApiResult<axum::Json<AppPage>> {
+    let limit = page::limit(params.limit)?;
+    let after = params
+        .cursor
+        .as_deref()
+        .map(|c| page::decode("apps", c))
+        .transpose()?;
+    let mut rows = store::apps::list(&state.pool, after.as_deref(), limit + 1).await?;
+    let next_cursor = next_cursor(&mut rows, limit, |a| page::encode("apps", &a.tag));
+    Ok(axum::Json(AppPage {
+        items: rows.into_iter().map(App::from).collect(),
+        next_cursor,
+    }))
+}
+
+/// Given a page fetched with one row more than `limit`, drop the extra row and
+/// return the cursor after the last kept one if there is more.
+fn next_cursor<T>(rows: &mut Vec<T>, limit: i64, cursor: impl Fn(&T) -> String) -> Option<String> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    if rows.len() > limit {
+        rows.truncate(limit);
+        rows.last().map(cursor)
+    } else {
+        None
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct RunListParams {
+    /// Only runs on exactly this many nodes.
+    pub nodes: Option<i32>,
+    /// Only runs on at least this many nodes.
+    pub min_nodes: Option<i32>,
+    /// Only runs on at most this many nodes.
+    pub max_nodes: Option<i32>,
+    /// Only runs that finished at or after this time (RFC 3339).
+    pub from: Option<DateTime<Utc>>,
+    /// Only runs that finished before this time (RFC 3339).
+    pub to: Option<DateTime<Utc>>,
+    /// Page size, 1 to 1000 (default 100).
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunPage {
+    pub items: Vec<Run>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// List an application's runs in the order they were stored.
+///
+/// "Finished" is a run's `ended_at`, or its `ingested_at` when it reported no
+/// end time.
+#[utoipa::path(get, path = "/v1/apps/{app}/runs", tag = "apps",
+    params(("app" = String, Path, description = "Application tag"), RunListParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "One page of runs", body = RunPage),
+        (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_app_runs(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Query(params): Query<RunListParams>,
+) -> ApiResult<axum::Json<RunPage>> {
+    let mut errors = Vec::new();
+    for (field, value) in [
+        ("nodes", params.nodes),
+        ("min_nodes", params.min_nodes),
+        ("max_nodes", params.max_nodes),
+    ] {
+        if let Some(v) = value.filter(|v| *v < 1) {
+            errors.push(validate::FieldError::new(
+                field,
+                format!("must be at least 1 (got {v})"),
+            ));
+        }
+    }
+    if let (Some(min), Some(max)) = (params.min_nodes, params.max_nodes)
+        && min > max
+    {
+        errors.push(validate::FieldError::new(
+            "min_nodes",
+            "must not exceed max_nodes",
+        ));
+    }
+    if let (Some(from), Some(to)) = (params.from, params.to)
+        && from >= to
+    {
+        errors.push(validate::FieldError::new("from", "must be before to"));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::BadRequest(errors));
+    }
+    let limit = page::limit(params.limit)?;
+    let after_id = match params.cursor.as_deref() {
+        Some(cursor) => page::decode("runs", cursor)?
+            .parse::<i64>()
+            .map_err(|_| ApiError::bad_request("cursor", "is not a cursor of this listing"))?,
+        None => 0,
+    };
+    let app = find_app(&state, &tag).await?;
+    let filter = RunFilter {
+        nodes: params.nodes,
+        min_nodes: params.min_nodes,
+        max_nodes: params.max_nodes,
+        from: params.from,
+        to: params.to,
+    };
+    let mut rows =
+        store::runs::list_for_app(&state.pool, app.id, &filter, after_id, limit + 1).await?;
+    let next_cursor = next_cursor(&mut rows, limit, |r| {
+        page::encode("runs", &r.id.to_string())
+    });
+    Ok(axum::Json(RunPage {
+        items: rows.into_iter().map(Run::from).collect(),
+        next_cursor,
+    }))
+}

@@ -1,0 +1,81 @@
+//! Bearer-token authentication and scope checks.
+//!
+//! Handlers take `Authorized<Ingest>` (or `Read`, `Admin`, ...) as their first
+//! argument, so that a request without a valid token is refused before its
+//! body is even read: missing or invalid token → 401, wrong scope → 403.
+
+use std::marker::PhantomData;
+
+use axum::extract::FromRequestParts;
+use axum::http::header;
+use axum::http::request::Parts;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::store;
+use crate::tokens::{self, Scope};
+
+/// The scope a handler requires, as a type.
+pub trait Required {
+    const SCOPE: Scope;
+}
+
+macro_rules! required {
+    ($($name:ident => $scope:ident),*) => {$(
+        pub struct $name;
+        impl Required for $name {
+            const SCOPE: Scope = Scope::$scope;
+        }
+    )*};
+}
+required!(Read => Read, Ingest => Ingest, Schedule => Schedule, Admin => Admin);
+
+/// Proof that the caller may do what `R` requires. `token_id` is `None` for an
+/// anonymous reader of a `--public-read` service.
+pub struct Authorized<R> {
+    pub token_id: Option<i64>,
+    _required: PhantomData<R>,
+}
+
+impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
+            if R::SCOPE == Scope::Read && state.settings.public_read {
+                return Ok(Authorized {
+                    token_id: None,
+                    _required: PhantomData,
+                });
+            }
+            return Err(ApiError::Unauthorized(
+                "this request needs a bearer token (Authorization: Bearer <token>)",
+            ));
+        };
+        let secret = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .ok_or(ApiError::Unauthorized(
+                "the Authorization header must be `Bearer <token>`",
+            ))?;
+        let (token_id, scopes) = store::tokens::authenticate(&state.pool, &tokens::hash(secret))
+            .await?
+            .ok_or(ApiError::Unauthorized(
+                "the token is invalid, expired or revoked",
+            ))?;
+        let granted = scopes
+            .iter()
+            .filter_map(|s| s.parse::<Scope>().ok())
+            .any(|scope| scope.grants(R::SCOPE));
+        if !granted {
+            return Err(ApiError::Forbidden(R::SCOPE));
+        }
+        Ok(Authorized {
+            token_id: Some(token_id),
+            _required: PhantomData,
+        })
+    }
+}

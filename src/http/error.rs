@@ -1,0 +1,237 @@
+//! Errors as RFC 7807 `application/problem+json`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::tokens::Scope;
+use crate::validate::FieldError;
+
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// An RFC 7807 problem document.
+#[derive(Debug, Serialize, serde::Deserialize, ToSchema)]
+pub struct Problem {
+    /// A URI naming the kind of problem, e.g. `urn:joulecast:problem:validation`.
+    #[serde(rename = "type")]
+    #[schema(example = "urn:joulecast:problem:validation")]
+    pub kind: String,
+    #[schema(example = "Invalid request")]
+    pub title: String,
+    #[schema(example = 422)]
+    pub status: u16,
+    #[schema(example = "1 field is invalid")]
+    pub detail: String,
+    /// The fields at fault and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ProblemField>,
+}
+
+/// One invalid field.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
+pub struct ProblemField {
+    /// Path of the field, e.g. `nodes`, `runs[3].energy_j` or a query parameter.
+    #[schema(example = "nodes")]
+    pub field: String,
+    #[schema(example = "must be between 1 and 1000000 (got 0)")]
+    pub reason: String,
+}
+
+impl From<FieldError> for ProblemField {
+    fn from(e: FieldError) -> Self {
+        ProblemField {
+            field: e.field,
+            reason: e.reason,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Well-formed input that breaks a rule (422).
+    #[error("invalid request")]
+    Invalid(Vec<FieldError>),
+    /// Malformed input: JSON syntax, query string or path parameters (400).
+    #[error("bad request")]
+    BadRequest(Vec<FieldError>),
+    #[error("unauthorized: {0}")]
+    Unauthorized(&'static str),
+    #[error("forbidden: needs scope {0}")]
+    Forbidden(Scope),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("conflict: {detail}")]
+    Conflict {
+        detail: String,
+        errors: Vec<FieldError>,
+    },
+    #[error("request body larger than {0} bytes")]
+    PayloadTooLarge(usize),
+    #[error("unsupported media type")]
+    UnsupportedMediaType,
+    #[error("service unavailable: {0}")]
+    Unavailable(&'static str),
+    #[error("internal error: {0:#}")]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn invalid(field: &str, reason: impl Into<String>) -> Self {
+        ApiError::Invalid(vec![FieldError::new(field, reason)])
+    }
+
+    pub fn bad_request(field: &str, reason: impl Into<String>) -> Self {
+        ApiError::BadRequest(vec![FieldError::new(field, reason)])
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn problem(self) -> Problem {
+        let status = self.status();
+        let (slug, title, detail, errors) = match self {
+            ApiError::Invalid(errors) => (
+                "validation",
+                "Invalid request",
+                count_fields(&errors),
+                errors,
+            ),
+            ApiError::BadRequest(errors) => {
+                ("bad-request", "Bad request", count_fields(&errors), errors)
+            }
+            ApiError::Unauthorized(reason) => {
+                ("unauthorized", "Unauthorized", reason.to_owned(), vec![])
+            }
+            ApiError::Forbidden(scope) => (
+                "forbidden",
+                "Forbidden",
+                format!("this request needs a token with the `{scope}` scope"),
+                vec![],
+            ),
+            ApiError::NotFound(detail) => ("not-found", "Not found", detail, vec![]),
+            ApiError::Conflict { detail, errors } => ("conflict", "Conflict", detail, errors),
+            ApiError::PayloadTooLarge(limit) => (
+                "payload-too-large",
+                "Payload too large",
+                format!("the request body is larger than the limit of {limit} bytes"),
+                vec![],
+            ),
+            ApiError::UnsupportedMediaType => (
+                "unsupported-media-type",
+                "Unsupported media type",
+                "the request body must be JSON (Content-Type: application/json)".to_owned(),
+                vec![],
+            ),
+            ApiError::Unavailable(reason) => (
+                "unavailable",
+                "Service unavailable",
+                reason.to_owned(),
+                vec![],
+            ),
+            ApiError::Internal(error) => {
+                // Details stay in the log; the client learns only that it was not its fault.
+                tracing::error!(error = format!("{error:#}"), "internal error");
+                (
+                    "internal",
+                    "Internal error",
+                    "the service failed to handle the request; it has been logged".to_owned(),
+                    vec![],
+                )
+            }
+        };
+        Problem {
+            kind: format!("urn:joulecast:problem:{slug}"),
+            title: title.to_owned(),
+            status: status.as_u16(),
+            detail,
+            errors: errors.into_iter().map(ProblemField::from).collect(),
+        }
+    }
+}
+
+fn count_fields(errors: &[FieldError]) -> String {
+    match errors {
+        [one] => one.to_string(),
+        _ => format!("{} fields are invalid", errors.len()),
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> Self {
+        match &error {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+                tracing::warn!(%error, "database unavailable");
+                ApiError::Unavailable("the database is unavailable; retry later")
+            }
+            sqlx::Error::Database(db) if db.is_unique_violation() => ApiError::Conflict {
+                detail: "the resource already exists".into(),
+                errors: vec![],
+            },
+            _ => ApiError::Internal(error.into()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let unauthorized = matches!(self, ApiError::Unauthorized(_));
+        let mut response = problem_response(self.problem());
+        if unauthorized {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"joulecast\""),
+            );
+        }
+        response
+    }
+}
+
+pub fn problem_response(problem: Problem) -> Response {
+    let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (status, axum::Json(problem)).into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    response
+}
+
+/// A problem document for an error response produced outside the handlers
+/// (routing, time-outs, panics), from its status alone.
+pub fn problem_for_status(status: StatusCode) -> Problem {
+    let (slug, detail) = match status {
+        StatusCode::NOT_FOUND => ("not-found", "no such resource"),
+        StatusCode::METHOD_NOT_ALLOWED => (
+            "method-not-allowed",
+            "this method is not allowed on this resource (see the Allow header)",
+        ),
+        StatusCode::REQUEST_TIMEOUT | StatusCode::SERVICE_UNAVAILABLE => (
+            "timeout",
+            "the request did not complete within the service's time limit",
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => ("payload-too-large", "the request body is too large"),
+        s if s.is_server_error() => ("internal", "the service failed to handle the request"),
+        _ => ("http", "the request could not be handled"),
+    };
+    Problem {
+        kind: format!("urn:joulecast:problem:{slug}"),
+        title: status.canonical_reason().unwrap_or("Error").to_owned(),
+        status: status.as_u16(),
+        detail: detail.to_owned(),
+        errors: vec![],
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,226 @@
+//! Extractors whose rejections are problem documents naming the field at fault.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+use crate::validate::FieldError;
+
+/// A JSON body. Syntax errors are 400; well-formed JSON of the wrong shape
+/// (wrong type, missing or unknown field) is 422 naming the field.
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<mime_essence::Essence>().ok())
+            .is_some_and(|m| m.is_json());
+        if !is_json {
+            return Err(ApiError::UnsupportedMediaType);
+        }
+        let limit = body_limit(&req);
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge(limit)
+            } else {
+                ApiError::bad_request("body", rejection.body_text())
+            }
+        })?;
+        from_json_slice(&bytes).map(Json)
+    }
+}
+
+/// The configured body limit, recorded by the router for error messages.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimit(pub usize);
+
+fn body_limit(req: &Request) -> usize {
+    req.extensions().get::<BodyLimit>().map_or(0, |l| l.0)
+}
+
+pub fn from_json_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(json_error)?;
+    deserializer
+        .end()
+        .map_err(|e| ApiError::bad_request("body", e.to_string()))?;
+    Ok(value)
+}
+
+/// Deserialize one element of a larger document (e.g. one run of a batch),
+/// naming fields under `prefix`.
+pub fn from_json_value<T: DeserializeOwned>(
+    value: serde_json::Value,
+    prefix: &str,
+) -> Result<T, Vec<FieldError>> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let (field, reason) = field_and_reason(e.path(), e.inner().to_string());
+        vec![FieldError::new(field, reason).nested(prefix)]
+    })
+}
+
+fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+    use serde_json::error::Category;
+    match error.inner().classify() {
+        Category::Data => {
+            let (field, reason) = field_and_reason(error.path(), error.inner().to_string());
+            ApiError::invalid(&field, reason)
+        }
+        Category::Syntax | Category::Eof | Category::Io => {
+            ApiError::bad_request("body", format!("malformed JSON: {}", error.inner()))
+        }
+    }
+}
+
+/// The path of the field a deserialization error is about. For an unknown
+/// field, serde reports the enclosing object; the field's own name is in the
+/// message.
+fn field_and_reason(path: &serde_path_to_error::Path, reason: String) -> (String, String) {
+    let base = path.to_string();
+    let base = if base == "." { String::new() } else { base };
+    let unknown = reason
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(name, _)| name.to_owned());
+    let field = match unknown {
+        Some(name) if !base.ends_with(&name) => {
+            if base.is_empty() {
+                name
+            } else {
+                format!("{base}.{name}")
+            }
+        }
+        _ if base.is_empty() => "body".to_owned(),
+        _ => base,
+    };
+    (field, reason)
+}
+
+/// A query string, strictly parsed: unknown parameters are rejected (400) so a
+/// typo is not silently ignored.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let deserializer =
+            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(deserializer)
+            .map(Query)
+            .map_err(|e| {
+                let (field, reason) = field_and_reason(e.path(), e.inner().to_string());
+                let field = if field == "body" {
+                    "query".to_owned()
+                } else {
+                    field
+                };
+                ApiError::bad_request(&field, reason)
+            })
+    }
+}
+
+/// Path parameters.
+pub struct Path<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(value)| Path(value))
+            .map_err(|rejection| ApiError::bad_request("path", rejection.body_text()))
+    }
+}
+
+/// Media type checks without another dependency: `type/subtype` before any
+/// parameters, compared case-insensitively.
+mod mime_essence {
+    pub struct Essence(String);
+
+    impl std::str::FromStr for Essence {
+        type Err = ();
+
+        fn from_str(s: &str) -> Result<Self, ()> {
+            let essence = s.split(';').next().unwrap_or_default().trim();
+            Ok(Essence(essence.to_ascii_lowercase()))
+        }
+    }
+
+    impl Essence {
+        pub fn is_json(&self) -> bool {
+            self.0 == "application/json"
+                || (self.0.starts_with("application/") && self.0.ends_with("+json"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        nodes: u32,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        runs: Vec<Inner>,
+    }
+
+    fn fields(error: ApiError) -> Vec<String> {
+        match error {
+            ApiError::Invalid(errors) | ApiError::BadRequest(errors) => {
+                errors.into_iter().map(|e| e.field).collect()
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn type_errors_name_the_nested_field() {
+        let error =
+            from_json_slice::<Outer>(br#"{"runs":[{"nodes":1},{"nodes":"x"}]}"#).unwrap_err();
+        assert_eq!(fields(error), ["runs[1].nodes"]);
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        let error = from_json_slice::<Outer>(br#"{"runs":[{"nodes":1,"colour":2}]}"#).unwrap_err();
+        assert_eq!(fields(error), ["runs[0].colour"]);
+        let error = from_json_slice::<Outer>(br#"{"runs":[],"extra":1}"#).unwrap_err();
+        assert_eq!(fields(error), ["extra"]);
+    }
+
+    #[test]
+    fn syntax_errors_are_bad_requests() {
+        let error = from_json_slice::<Outer>(br#"{"runs":["#).unwrap_err();
+        assert!(matches!(error, ApiError::BadRequest(_)));
+        let error = from_json_slice::<Outer>(br#"{"runs":[]} trailing"#).unwrap_err();
+        assert!(matches!(error, ApiError::BadRequest(_)));
+    }
+
+    #[test]
+    fn media_types() {
+        let is_json = |s: &str| s.parse::<mime_essence::Essence>().unwrap().is_json();
+        assert!(is_json("application/json"));
+        assert!(is_json("Application/JSON; charset=utf-8"));
+        assert!(is_json("application/merge-patch+json"));
+        assert!(!is_json("text/plain"));
+    }
+}

@@ -1,0 +1,186 @@
+//! The HTTP API: router, middleware, and one module per resource.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use sqlx::PgPool;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+use utoipa_swagger_ui::SwaggerUi;
+
+pub mod apps;
+pub mod auth;
+pub mod error;
+pub mod extract;
+pub mod health;
+mod openapi;
+pub mod page;
+pub mod runs;
+pub mod tokens;
+
+use error::{PROBLEM_JSON, problem_for_status, problem_response};
+use extract::BodyLimit;
+
+/// HTTP settings fixed at start-up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub public_read: bool,
+    pub request_timeout: Duration,
+    pub max_body_bytes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            public_read: false,
+            request_timeout: Duration::from_secs(30),
+            max_body_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub settings: Arc<Settings>,
+}
+
+/// The documented API routes, before state and middleware.
+fn api() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(runs::create_run))
+        .routes(routes!(runs::create_batch))
+        .routes(routes!(runs::get_run))
+        .routes(routes!(apps::list_apps))
+        .routes(routes!(apps::get_app, apps::put_app))
+        .routes(routes!(apps::list_app_runs))
+        .routes(routes!(tokens::create_token, tokens::list_tokens))
+        .routes(routes!(tokens::revoke_token))
+}
+
+/// The OpenAPI document of the service.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api().split_for_parts().1
+}
+
+/// The complete service: API, documentation, metrics and middleware.
+pub fn router(pool: PgPool, settings: Settings) -> Router {
+    let (api, spec) = api().split_for_parts();
+    let limit = settings.max_body_bytes;
+    let timeout = settings.request_timeout;
+    let state = AppState {
+        pool,
+        settings: Arc::new(settings),
+    };
+    api.merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
+        .route(
+            "/metrics",
+            axum::routing::get(crate::telemetry::render_metrics),
+        )
+        .fallback(not_found)
+        .with_state(state)
+        .layer(
+            // Outermost first.
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+                .layer(PropagateRequestIdLayer::x_request_id())
+                .layer(TraceLayer::new_for_http().make_span_with(request_span))
+                .layer(middleware::from_fn(record_metrics))
+                .layer(middleware::from_fn(ensure_problem))
+                .layer(CatchPanicLayer::custom(panic_response))
+                .layer(TimeoutLayer::with_status_code(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    timeout,
+                ))
+                .layer(DefaultBodyLimit::max(limit))
+                .layer(axum::Extension(BodyLimit(limit))),
+        )
+}
+
+fn request_span(request: &Request) -> tracing::Span {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    tracing::info_span!(
+        "request",
+        method = %request.method(),
+        route,
+        uri = %request.uri().path(),
+        request_id,
+    )
+}
+
+async fn record_metrics(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().to_string();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    let labels = [
+        ("method", method),
+        ("route", route),
+        ("status", response.status().as_u16().to_string()),
+    ];
+    metrics::counter!("http_requests_total", &labels).increment(1);
+    metrics::histogram!("http_request_duration_seconds", &labels)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// Every error answer is a problem document, including those made by routing,
+/// time-outs and the panic guard rather than by a handler.
+async fn ensure_problem(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return response;
+    }
+    let (mut parts, _) = response.into_parts();
+    let replacement = problem_response(problem_for_status(status));
+    let (new_parts, body) = replacement.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts
+        .headers
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    parts.status = new_parts.status;
+    Response::from_parts(parts, body)
+}
+
+fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("unknown panic");
+    tracing::error!(panic = message, "a request handler panicked");
+    problem_response(problem_for_status(StatusCode::INTERNAL_SERVER_ERROR))
+}
+
+async fn not_found() -> Response {
+    problem_response(problem_for_status(StatusCode::NOT_FOUND))
+}

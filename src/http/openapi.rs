@@ -1,0 +1,39 @@
+//! The OpenAPI document's frame: info, security scheme, tags. The paths come
+//! from the handlers' `#[utoipa::path]` attributes.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Joulecast",
+        description = "Energy (EtS), power (APC) and time (TtS) history and predictions for HPC \
+                       applications.\n\nAll values are SI with a unit suffix: `energy_j`, \
+                       `avg_power_w`, `duration_s`. Errors are RFC 7807 \
+                       `application/problem+json` documents naming the fields at fault.\n\n\
+                       Authentication: `Authorization: Bearer <token>`. Scopes: `read`, \
+                       `ingest`, `schedule` (includes `read`), `admin` (includes all).",
+        license(name = "Proprietary")
+    ),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "runs", description = "Energy and power history of application runs"),
+        (name = "apps", description = "Applications (energy tags) and their metadata"),
+        (name = "tokens", description = "API tokens (admin)"),
+        (name = "health", description = "Liveness and readiness"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}

@@ -1,0 +1,386 @@
+//! `POST /v1/runs`, `POST /v1/runs/batch`, `GET /v1/runs/{id}`.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::auth::{self, Authorized};
+use super::error::{ApiError, ApiResult, Problem, ProblemField};
+use super::extract::{Json, Path, from_json_value};
+use crate::ingest::{self, Outcome, RunDraft};
+use crate::store::{self, runs::RunRow};
+use crate::validate::FieldError;
+
+/// A finished run. Give at least two of `energy_j`, `avg_power_w` and
+/// `duration_s`; the third is derived (EtS = APC × TtS). If all three are
+/// given they must agree within 5 %.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunInput {
+    /// Application (energy) tag: 1–128 of `A-Z a-z 0-9 . _ : @ + = -`, starting
+    /// with a letter or digit. Unknown tags are created (scaling mode `unknown`).
+    #[schema(example = "lammps-lj-2.4GHz")]
+    pub app: String,
+    /// The system the run comes from (e.g. the cluster name); with `job_id` it
+    /// identifies the run. 1–64 characters, same set as `app`.
+    #[schema(example = "clusterA")]
+    pub source: String,
+    /// The job's id on `source`. 1–128 characters, same set as `app`.
+    #[schema(example = "884213")]
+    pub job_id: String,
+    /// Node count, 1 to 1,000,000.
+    #[schema(example = 16)]
+    pub nodes: i64,
+    /// Names of the nodes used; exactly `nodes` distinct names.
+    pub node_list: Option<Vec<String>>,
+    /// Energy-to-solution, joules (> 0).
+    #[schema(example = 5_184_000.0)]
+    pub energy_j: Option<f64>,
+    /// Average power, watts (> 0; at most 100 kW per node).
+    #[schema(example = 3600.0)]
+    pub avg_power_w: Option<f64>,
+    /// Time-to-solution, seconds (> 0). Must match `ended_at − started_at`
+    /// within 5 % (or 1 s) when both times are given.
+    #[schema(example = 1440.0)]
+    pub duration_s: Option<f64>,
+    /// RFC 3339; not before 1970, not more than a day in the future.
+    pub started_at: Option<DateTime<Utc>>,
+    /// RFC 3339; after `started_at`.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Measurement quality weight in (0, 1]; default 1.
+    pub quality: Option<f64>,
+    /// Accounting project the run is charged to.
+    pub account: Option<String>,
+}
+
+impl From<RunInput> for RunDraft {
+    fn from(r: RunInput) -> Self {
+        RunDraft {
+            app: r.app,
+            source: r.source,
+            job_id: r.job_id,
+            nodes: r.nodes,
+            node_list: r.node_list,
+            energy_j: r.energy_j,
+            avg_power_w: r.avg_power_w,
+            duration_s: r.duration_s,
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+            quality: r.quality,
+            account: r.account,
+        }
+    }
+}
+
+/// A stored run.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Run {
+    pub id: i64,
+    pub app: String,
+    pub source: String,
+    pub job_id: String,
+    pub nodes: i32,
+    pub node_list: Option<Vec<String>>,
+    pub energy_j: f64,
+    pub avg_power_w: f64,
+    pub duration_s: f64,
+    /// Which quantity was derived from the other two, if any.
+    #[schema(example = "duration_s")]
+    pub derived: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub quality: f64,
+    pub account: Option<String>,
+    pub ingested_at: DateTime<Utc>,
+}
+
+impl From<RunRow> for Run {
+    fn from(r: RunRow) -> Self {
+        Run {
+            derived: r.derived().map(|d| d.as_str().to_owned()),
+            id: r.id,
+            app: r.app,
+            source: r.source,
+            job_id: r.job_id,
+            nodes: r.nodes,
+            node_list: r.node_list,
+            energy_j: r.energy_j,
+            avg_power_w: r.avg_power_w,
+            duration_s: r.duration_s,
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+            quality: r.quality,
+            account: r.account,
+            ingested_at: r.ingested_at,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Stored now.
+    Created,
+    /// Already stored with the same values; nothing changed.
+    Duplicate,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunAccepted {
+    pub status: RunStatus,
+    pub run: Run,
+}
+
+/// Store one run.
+///
+/// Idempotent: sending the same `(source, job_id)` again with the same values
+/// answers 200 `duplicate` and stores nothing; with different values, 409.
+/// The answer comes after the run is committed.
+#[utoipa::path(post, path = "/v1/runs", tag = "runs",
+    request_body = RunInput,
+    security(("bearer" = ["ingest"])),
+    responses(
+        (status = 201, description = "Stored", body = RunAccepted,
+         headers(("location" = String, description = "URL of the stored run"))),
+        (status = 200, description = "Already stored with the same values", body = RunAccepted),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Same (source, job_id) stored with other values; `errors` lists them", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid run; `errors` names each field", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create_run(
+    _: Authorized<auth::Ingest>,
+    State(state): State<AppState>,
+    Json(input): Json<RunInput>,
+) -> ApiResult<Response> {
+    let run = ingest::validate(input.into(), Utc::now()).map_err(ApiError::Invalid)?;
+    let ingested = ingest::ingest(&state.pool, vec![Ok(run)], false).await?;
+    let outcome = ingested.outcomes.into_iter().next();
+    let (status, id) = match outcome {
+        Some(Outcome::Created(id)) => (RunStatus::Created, id),
+        Some(Outcome::Duplicate(id)) => (RunStatus::Duplicate, id),
+        Some(Outcome::Conflict {
+            run_id,
+            differences,
+        }) => {
+            return Err(ApiError::Conflict {
+                detail: format!(
+                    "run {} is already stored with other values for this (source, job_id)",
+                    run_id.unwrap_or_default()
+                ),
+                errors: differences,
+            });
+        }
+        Some(Outcome::Invalid(errors)) => return Err(ApiError::Invalid(errors)),
+        None => return Err(anyhow::anyhow!("ingest returned no outcome").into()),
+    };
+    let row = store::runs::get(&state.pool, id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("run {id} vanished after it was stored"))?;
+    let body = axum::Json(RunAccepted {
+        status,
+        run: row.into(),
+    });
+    Ok(match status {
+        RunStatus::Created => (
+            StatusCode::CREATED,
+            [(header::LOCATION, format!("/v1/runs/{id}"))],
+            body,
+        )
+            .into_response(),
+        RunStatus::Duplicate => (StatusCode::OK, body).into_response(),
+    })
+}
+
+/// A batch of runs.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchInput {
+    /// 1 to 10,000 runs.
+    #[schema(value_type = Vec<RunInput>)]
+    pub runs: Vec<serde_json::Value>,
+    /// `false` (default): store every valid run and reject the others, item by
+    /// item. `true`: store nothing unless every run is valid (422 otherwise).
+    #[serde(default)]
+    pub atomic: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ItemStatus {
+    Created,
+    Duplicate,
+    Rejected,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Rejection {
+    /// The run breaks a validation rule.
+    Invalid,
+    /// Its (source, job_id) is stored (or earlier in the batch) with other values.
+    Conflict,
+}
+
+/// The answer for one run of a batch.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchItem {
+    /// Position of the run in `runs`.
+    pub index: usize,
+    pub status: ItemStatus,
+    /// The stored run (created or duplicate; for a conflict, the stored run it clashes with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<Rejection>,
+    /// Why the run was rejected, field by field (`runs[i].field`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ProblemField>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchResult {
+    pub created: usize,
+    pub duplicate: usize,
+    pub rejected: usize,
+    /// One entry per submitted run, in order.
+    pub items: Vec<BatchItem>,
+}
+
+/// Store a batch of up to 10,000 runs in one transaction.
+///
+/// By default each run is answered on its own: valid new runs are stored
+/// (all together, after which the answer is sent), duplicates are reported,
+/// and invalid or conflicting runs are rejected with their reasons and never
+/// stored. With `"atomic": true`, any rejected run makes the whole batch fail
+/// with 422 and nothing is stored.
+#[utoipa::path(post, path = "/v1/runs/batch", tag = "runs",
+    request_body = BatchInput,
+    security(("bearer" = ["ingest"])),
+    responses(
+        (status = 200, description = "Per-item results; valid runs are committed", body = BatchResult),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Empty or oversized batch, or an atomic batch with a rejected run (nothing stored)", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create_batch(
+    _: Authorized<auth::Ingest>,
+    State(state): State<AppState>,
+    Json(input): Json<BatchInput>,
+) -> ApiResult<axum::Json<BatchResult>> {
+    let count = input.runs.len();
+    if count == 0 {
+        return Err(ApiError::invalid("runs", "must hold at least one run"));
+    }
+    if count > ingest::MAX_BATCH {
+        return Err(ApiError::invalid(
+            "runs",
+            format!(
+                "holds {count} runs; at most {} per batch",
+                ingest::MAX_BATCH
+            ),
+        ));
+    }
+    let now = Utc::now();
+    let items: Vec<_> = input
+        .runs
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| {
+            let prefix = format!("runs[{i}]");
+            from_json_value::<RunInput>(value, &prefix).and_then(|run| {
+                ingest::validate(run.into(), now)
+                    .map_err(|errors| errors.into_iter().map(|e| e.nested(&prefix)).collect())
+            })
+        })
+        .collect();
+    let ingested = ingest::ingest(&state.pool, items, input.atomic).await?;
+
+    if !ingested.committed {
+        let errors: Vec<FieldError> = ingested
+            .outcomes
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, outcome)| rejection_errors(i, outcome))
+            .collect();
+        return Err(ApiError::Invalid(errors));
+    }
+
+    let items: Vec<BatchItem> = ingested
+        .outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(index, outcome)| batch_item(index, outcome))
+        .collect();
+    let tally = |status| items.iter().filter(|i| i.status == status).count();
+    Ok(axum::Json(BatchResult {
+        created: tally(ItemStatus::Created),
+        duplicate: tally(ItemStatus::Duplicate),
+        rejected: tally(ItemStatus::Rejected),
+        items,
+    }))
+}
+
+/// The field errors of a rejected item, with `runs[i].` in front of conflicts'
+/// field names (validation errors carry it already).
+fn rejection_errors(index: usize, outcome: Outcome) -> Vec<FieldError> {
+    match outcome {
+        Outcome::Invalid(errors) => errors,
+        Outcome::Conflict { differences, .. } => differences
+            .into_iter()
+            .map(|e| e.nested(&format!("runs[{index}]")))
+            .collect(),
+        Outcome::Created(_) | Outcome::Duplicate(_) => Vec::new(),
+    }
+}
+
+fn batch_item(index: usize, outcome: Outcome) -> BatchItem {
+    let (status, run_id, rejection) = match &outcome {
+        Outcome::Created(id) => (ItemStatus::Created, Some(*id), None),
+        Outcome::Duplicate(id) => (ItemStatus::Duplicate, Some(*id), None),
+        Outcome::Invalid(_) => (ItemStatus::Rejected, None, Some(Rejection::Invalid)),
+        Outcome::Conflict { run_id, .. } => {
+            (ItemStatus::Rejected, *run_id, Some(Rejection::Conflict))
+        }
+    };
+    let errors = rejection_errors(index, outcome)
+        .into_iter()
+        .map(ProblemField::from)
+        .collect();
+    BatchItem {
+        index,
+        status,
+        run_id,
+        rejection,
+        errors,
+    }
+}
+
+/// One stored run.
+#[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs",
+    params(("id" = i64, Path, description = "Run id")),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The run", body = Run),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_run(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> ApiResult<axum::Json<Run>> {
+    let row = store::runs::get(&state.pool, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no run with id {id}")))?;
+    Ok(axum::Json(row.into()))
+}

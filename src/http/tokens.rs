@@ -1,0 +1,156 @@
+//! `/v1/tokens`: API tokens, for administrators.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::auth::{self, Authorized};
+use super::error::{ApiError, ApiResult, Problem};
+use super::extract::{Json, Path};
+use crate::store::{self, tokens::TokenRow};
+use crate::tokens::{self, Scope};
+use crate::validate::Errors;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenInput {
+    /// A name to recognise the token by, 1–128 characters.
+    #[schema(example = "slurm-prolog")]
+    pub name: String,
+    /// At least one of read, ingest, schedule, admin.
+    pub scopes: Vec<Scope>,
+    /// When the token stops working (RFC 3339); never if absent.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// A token's record; the secret itself is never shown again after creation.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TokenInfo {
+    pub id: i64,
+    pub name: String,
+    pub scopes: Vec<Scope>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Updated at most once a minute.
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+impl From<TokenRow> for TokenInfo {
+    fn from(t: TokenRow) -> Self {
+        TokenInfo {
+            id: t.id,
+            name: t.name,
+            scopes: t.scopes.iter().filter_map(|s| s.parse().ok()).collect(),
+            created_at: t.created_at,
+            expires_at: t.expires_at,
+            last_used_at: t.last_used_at,
+            revoked_at: t.revoked_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CreatedToken {
+    /// The secret: send it as `Authorization: Bearer <token>`. Shown only once.
+    pub token: String,
+    #[serde(flatten)]
+    pub info: TokenInfo,
+}
+
+/// Create a token.
+#[utoipa::path(post, path = "/v1/tokens", tag = "tokens",
+    request_body = TokenInput,
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 201, description = "Created; the secret is in `token`", body = CreatedToken),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid name, scopes or expiry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create_token(
+    _: Authorized<auth::Admin>,
+    State(state): State<AppState>,
+    Json(input): Json<TokenInput>,
+) -> ApiResult<(StatusCode, axum::Json<CreatedToken>)> {
+    let mut errors = Errors::default();
+    let name_len = input.name.chars().count();
+    if !(1..=128).contains(&name_len) {
+        errors.add("name", "must be 1 to 128 characters");
+    }
+    if input.scopes.is_empty() {
+        errors.add("scopes", "must name at least one scope");
+    }
+    if input.expires_at.is_some_and(|t| t <= Utc::now()) {
+        errors.add("expires_at", "must be in the future");
+    }
+    errors.into_result(()).map_err(ApiError::Invalid)?;
+    let created = create(&state.pool, &input.name, &input.scopes, input.expires_at).await?;
+    Ok((StatusCode::CREATED, axum::Json(created)))
+}
+
+/// Generate and store a token (shared by the API, the CLI and the first start).
+pub async fn create(
+    pool: &sqlx::PgPool,
+    name: &str,
+    scopes: &[Scope],
+    expires_at: Option<DateTime<Utc>>,
+) -> Result<CreatedToken, sqlx::Error> {
+    let mut scopes = scopes.to_vec();
+    scopes.sort();
+    scopes.dedup();
+    let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+    let new = tokens::generate();
+    let row = store::tokens::insert(pool, name, &new.hash, &names, expires_at).await?;
+    Ok(CreatedToken {
+        token: new.secret,
+        info: row.into(),
+    })
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TokenList {
+    pub items: Vec<TokenInfo>,
+}
+
+/// List tokens (without their secrets), revoked ones included.
+#[utoipa::path(get, path = "/v1/tokens", tag = "tokens",
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 200, description = "All tokens", body = TokenList),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_tokens(
+    _: Authorized<auth::Admin>,
+    State(state): State<AppState>,
+) -> ApiResult<axum::Json<TokenList>> {
+    let rows = store::tokens::list(&state.pool).await?;
+    Ok(axum::Json(TokenList {
+        items: rows.into_iter().map(TokenInfo::from).collect(),
+    }))
+}
+
+/// Revoke a token. Revoking twice is harmless.
+#[utoipa::path(delete, path = "/v1/tokens/{id}", tag = "tokens",
+    params(("id" = i64, Path, description = "Token id")),
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 200, description = "Revoked", body = TokenInfo),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such token", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn revoke_token(
+    _: Authorized<auth::Admin>,
+    State(state): State<AppState>,
+    Path(id): Path<i64>,
+) -> ApiResult<axum::Json<TokenInfo>> {
+    let row = store::tokens::revoke(&state.pool, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no token with id {id}")))?;
+    Ok(axum::Json(row.into()))
+}

@@ -1,0 +1,802 @@
+//! Taking runs in: validation, the EtS = APC × TtS rule, idempotent storage.
+//!
+//! A batch is stored per item: valid new runs are committed together in one
+//! transaction, and every item gets its own answer (created, duplicate or
+//! rejected with reasons). A rejected item is never stored. With `atomic`, a
+//! batch with any rejected item stores nothing at all.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use sqlx::PgPool;
+
+use crate::store::{self, runs::Derived, runs::Inserted, runs::NewRun, runs::RunRow};
+use crate::validate::{self, Errors, FieldError};
+
+/// EtS, APC × TtS and start/end times may disagree by at most this fraction.
+pub const CONSISTENCY_TOLERANCE: f64 = 0.05;
+/// Larger node counts are taken for a unit or typing mistake.
+pub const MAX_NODES: i64 = 1_000_000;
+/// Average power per node above this is taken for a unit mistake (mW for W).
+pub const MAX_POWER_PER_NODE_W: f64 = 100_000.0;
+/// At most this far in the future (clock skew between systems).
+pub const FUTURE_TOLERANCE: Duration = Duration::days(1);
+pub const MAX_BATCH: usize = 10_000;
+
+/// A run as submitted, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct RunDraft {
+    pub app: String,
+    pub source: String,
+    pub job_id: String,
+    pub nodes: i64,
+    pub node_list: Option<Vec<String>>,
+    pub energy_j: Option<f64>,
+    pub avg_power_w: Option<f64>,
+    pub duration_s: Option<f64>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub quality: Option<f64>,
+    pub account: Option<String>,
+}
+
+/// Check every rule and derive the missing quantity. All errors are reported,
+/// not just the first.
+pub fn validate(draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<FieldError>> {
+    let mut errors = Errors::default();
+    errors.check("app", validate::identifier(&draft.app, validate::TAG_MAX));
+    errors.check(
+        "source",
+        validate::identifier(&draft.source, validate::SOURCE_MAX),
+    );
+    errors.check(
+        "job_id",
+        validate::identifier(&draft.job_id, validate::JOB_ID_MAX),
+    );
+    if let Some(account) = &draft.account {
+        errors.check(
+            "account",
+            validate::identifier(account, validate::ACCOUNT_MAX),
+        );
+    }
+
+    let nodes_ok = (1..=MAX_NODES).contains(&draft.nodes);
+    if !nodes_ok {
+        errors.add(
+            "nodes",
+            format!("must be between 1 and {MAX_NODES} (got {})", draft.nodes),
+        );
+    }
+    if let Some(list) = &draft.node_list {
+        check_node_list(&mut errors, list, nodes_ok.then_some(draft.nodes));
+    }
+
+    let quality = draft.quality.unwrap_or(1.0);
+    if !(quality > 0.0 && quality <= 1.0) {
+        errors.add("quality", format!("must be in (0, 1] (got {quality})"));
+    }
+
+    let started_at = draft.started_at.map(truncate_to_micros);
+    let ended_at = draft.ended_at.map(truncate_to_micros);
+    for (field, time) in [("started_at", started_at), ("ended_at", ended_at)] {
+        if let Some(time) = time {
+            errors.check(field, check_time(time, now));
+        }
+    }
+    if let (Some(start), Some(end)) = (started_at, ended_at)
+        && end <= start
+    {
+        errors.add("ended_at", "must be after started_at");
+    }
+
+    let quantities = derive_quantities(&mut errors, &draft);
+    let Some((energy_j, avg_power_w, duration_s, derived)) = quantities else {
+        return Err(errors.into_vec());
+    };
+    if nodes_ok {
+        let per_node = avg_power_w / draft.nodes as f64;
+        if per_node > MAX_POWER_PER_NODE_W {
+            errors.add(
+                "avg_power_w",
+                format!(
+                    "{per_node:.0} W per node is implausible (limit {MAX_POWER_PER_NODE_W} W); \
+                     is the unit watts?"
+                ),
+            );
+        }
+    }
+    if let (Some(start), Some(end)) = (started_at, ended_at) {
+        check_window(&mut errors, duration_s, start, end);
+    }
+
+    let run = NewRun {
+        app: draft.app,
+        source: draft.source,
+        job_id: draft.job_id,
+        nodes: draft.nodes.clamp(0, i64::from(i32::MAX)) as i32,
+        node_list: draft.node_list,
+        energy_j,
+        avg_power_w,
+        duration_s,
+        derived,
+        started_at,
+        ended_at,
+        quality,
+        account: draft.account,
+    };
+    errors.into_result(run)
+}
+
+fn check_node_list(errors: &mut Errors, list: &[String], nodes: Option<i64>) {
+    if let Some(nodes) = nodes
+        && list.len() as i64 != nodes
+    {
+        errors.add(
+            "node_list",
+            format!("has {} names but nodes is {nodes}", list.len()),
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (i, name) in list.iter().enumerate() {
+        errors.check(&format!("node_list[{i}]"), validate::node_name(name));
+        if !seen.insert(name) {
+            errors.add(
+                &format!("node_list[{i}]"),
+                format!("{name:?} is listed twice"),
+            );
+        }
+    }
+}
+
+/// Apply EtS = APC × TtS: two of the three give the third; all three must agree.
+fn derive_quantities(
+    errors: &mut Errors,
+    draft: &RunDraft,
+) -> Option<(f64, f64, f64, Option<Derived>)> {
+    let fields = [
+        ("energy_j", draft.energy_j),
+        ("avg_power_w", draft.avg_power_w),
+        ("duration_s", draft.duration_s),
+    ];
+    let mut valid = true;
+    for (field, value) in fields {
+        if let Some(Err(reason)) = value.map(validate::positive) {
+            errors.add(field, reason);
+            valid = false;
+        }
+    }
+    let given = fields.iter().filter(|(_, v)| v.is_some()).count();
+    if given < 2 {
+        for (field, value) in fields {
+            if value.is_none() {
+                errors.add(
+                    field,
+                    "missing: give at least two of energy_j, avg_power_w and duration_s \
+                     (the third is derived)",
+                );
+            }
+        }
+        return None;
+    }
+    if !valid {
+        return None;
+    }
+    let (e, p, d, derived) = match (draft.energy_j, draft.avg_power_w, draft.duration_s) {
+        (Some(e), Some(p), Some(d)) => {
+            let product = p * d;
+            let disagreement = (e - product).abs() / e.max(product);
+            if disagreement > CONSISTENCY_TOLERANCE {
+                let reason = format!(
+                    "energy_j ({e}) and avg_power_w × duration_s ({product}) differ by {:.1} %, \
+                     more than {:.0} %",
+                    disagreement * 100.0,
+                    CONSISTENCY_TOLERANCE * 100.0
+                );
+                for (field, _) in fields {
+                    errors.add(field, reason.clone());
+                }
+                return None;
+            }
+            (e, p, d, None)
+        }
+        (None, Some(p), Some(d)) => (p * d, p, d, Some(Derived::EnergyJ)),
+        (Some(e), None, Some(d)) => (e, e / d, d, Some(Derived::AvgPowerW)),
+        (Some(e), Some(p), None) => (e, p, e / p, Some(Derived::DurationS)),
+        _ => unreachable!("at least two quantities are given"),
+    };
+    if let Some(derived) = derived {
+        let value = match derived {
+            Derived::EnergyJ => e,
+            Derived::AvgPowerW => p,
+            Derived::DurationS => d,
+        };
+        if let Err(reason) = validate::positive(value) {
+            errors.add(derived.as_str(), format!("derived value {reason}"));
+            return None;
+        }
+    }
+    Some((e, p, d, derived))
+}
+
+/// Start and end times, when both are given, bound the duration.
+fn check_window(errors: &mut Errors, duration_s: f64, start: DateTime<Utc>, end: DateTime<Utc>) {
+    let window = (end - start).as_seconds_f64();
+    if window <= 0.0 {
+        return;
+    }
+    // Scheduler timestamps have one-second resolution.
+    let slack = (CONSISTENCY_TOLERANCE * window).max(1.0);
+    if (duration_s - window).abs() > slack {
+        let reason = format!(
+            "duration_s ({duration_s} s) does not match ended_at − started_at ({window} s)"
+        );
+        for field in ["duration_s", "started_at", "ended_at"] {
+            errors.add(field, reason.clone());
+        }
+    }
+}
+
+fn check_time(time: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), String> {
+    let earliest = DateTime::<Utc>::UNIX_EPOCH;
+    if time < earliest {
+        Err("must not be before 1970-01-01".into())
+    } else if time > now + FUTURE_TOLERANCE {
+        Err(format!("is in the future ({time})"))
+    } else {
+        Ok(())
+    }
+}
+
+/// PostgreSQL keeps microseconds; truncating first makes a resend of the same
+/// values compare equal to what was stored.
+fn truncate_to_micros(time: DateTime<Utc>) -> DateTime<Utc> {
+    time.duration_trunc(Duration::microseconds(1))
+        .unwrap_or(time)
+}
+
+/// The answer for one submitted item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Created(i64),
+    Duplicate(i64),
+    Invalid(Vec<FieldError>),
+    /// The key is taken by a run with other values: `run_id` when stored,
+    /// `None` when the clash is with an earlier item of the same batch.
+    Conflict {
+        run_id: Option<i64>,
+        differences: Vec<FieldError>,
+    },
+}
+
+impl Outcome {
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, Outcome::Invalid(_) | Outcome::Conflict { .. })
+    }
+}
+
+#[derive(Debug)]
+pub struct Ingested {
+    pub outcomes: Vec<Outcome>,
+    /// False when an atomic batch was refused and nothing was stored.
+    pub committed: bool,
+}
+
+/// Store the valid items; answer for each. The answer is given only after the
+/// transaction has committed.
+pub async fn ingest(
+    pool: &PgPool,
+    items: Vec<Result<NewRun, Vec<FieldError>>>,
+    atomic: bool,
+) -> sqlx::Result<Ingested> {
+    // Within the batch, a repeated key is a duplicate of its first occurrence,
+    // or a conflict with it.
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; items.len()];
+    let mut first: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut repeats: Vec<(usize, usize)> = Vec::new();
+    let mut unique: Vec<usize> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        match item {
+            Err(errors) => outcomes[i] = Some(Outcome::Invalid(errors.clone())),
+            Ok(run) => match first.get(&(run.source.as_str(), run.job_id.as_str())) {
+                Some(&j) => {
+                    let earlier = items[j].as_ref().expect("first occurrences are valid");
+                    let differences = differences(run, &Stored::from(earlier));
+                    if differences.is_empty() {
+                        repeats.push((i, j));
+                    } else {
+                        outcomes[i] = Some(Outcome::Conflict {
+                            run_id: None,
+                            differences: differences
+                                .into_iter()
+                                .map(|d| {
+                                    FieldError::new(
+                                        d.field,
+                                        format!("{} (earlier item {j} of this batch)", d.reason),
+                                    )
+                                })
+                                .collect(),
+                        });
+                    }
+                }
+                None => {
+                    first.insert((run.source.as_str(), run.job_id.as_str()), i);
+                    unique.push(i);
+                }
+            },
+        }
+    }
+    let refused = atomic && outcomes.iter().flatten().any(Outcome::is_rejected);
+    if refused {
+        return Ok(finish(outcomes, repeats, false));
+    }
+
+    let to_insert: Vec<&NewRun> = unique
+        .iter()
+        .map(|&i| items[i].as_ref().expect("unique items are valid"))
+        .collect();
+    let mut attempt = 0;
+    let inserted = loop {
+        attempt += 1;
+        let mut tx = pool.begin().await?;
+        match store::runs::insert_batch(&mut tx, &to_insert).await {
+            Ok(inserted) => {
+                let stored: Vec<Outcome> = inserted
+                    .into_iter()
+                    .zip(&to_insert)
+                    .map(|(inserted, run)| match inserted {
+                        Inserted::Created(id) => Outcome::Created(id),
+                        Inserted::Existing(row) => {
+                            let differences = differences(run, &Stored::from(row.as_ref()));
+                            if differences.is_empty() {
+                                Outcome::Duplicate(row.id)
+                            } else {
+                                Outcome::Conflict {
+                                    run_id: Some(row.id),
+                                    differences,
+                                }
+                            }
+                        }
+                    })
+                    .collect();
+                if atomic && stored.iter().any(Outcome::is_rejected) {
+                    tx.rollback().await?;
+                    for (&i, outcome) in unique.iter().zip(stored) {
+                        outcomes[i] = Some(outcome);
+                    }
+                    return Ok(finish(outcomes, repeats, false));
+                }
+                tx.commit().await?;
+                break stored;
+            }
+            Err(error) if store::is_retryable(&error) && attempt < 3 => {
+                tracing::debug!(%error, attempt, "retrying a batch after a transient conflict");
+                continue;
+            }
+            Err(error) => return Err(error),
+        }
+    };
+    for (&i, outcome) in unique.iter().zip(inserted) {
+        outcomes[i] = Some(outcome);
+    }
+    Ok(finish(outcomes, repeats, true))
+}
+
+fn finish(
+    mut outcomes: Vec<Option<Outcome>>,
+    repeats: Vec<(usize, usize)>,
+    committed: bool,
+) -> Ingested {
+    for (i, j) in repeats {
+        outcomes[i] = Some(match &outcomes[j] {
+            Some(Outcome::Created(id) | Outcome::Duplicate(id)) => Outcome::Duplicate(*id),
+            Some(Outcome::Conflict {
+                run_id,
+                differences,
+            }) => Outcome::Conflict {
+                run_id: *run_id,
+                differences: differences.clone(),
+            },
+            // The first occurrence was not stored (refused atomic batch): the
+            // repeat has the same values, so it would have been its duplicate.
+            _ => Outcome::Invalid(vec![FieldError::new(
+                "job_id",
+                format!("repeats item {j} of this batch, which was not stored"),
+            )]),
+        });
+    }
+    Ingested {
+        outcomes: outcomes
+            .into_iter()
+            .map(|o| o.expect("every item has an outcome"))
+            .collect(),
+        committed,
+    }
+}
+
+/// The fields of a run that make it "the same run", wherever it comes from.
+struct Stored<'a> {
+    app: &'a str,
+    nodes: i32,
+    node_list: Option<&'a [String]>,
+    energy_j: f64,
+    avg_power_w: f64,
+    duration_s: f64,
+    started_at: Option<DateTime<Utc>>,
+    ended_at: Option<DateTime<Utc>>,
+    quality: f64,
+    account: Option<&'a str>,
+}
+
+impl<'a> From<&'a NewRun> for Stored<'a> {
+    fn from(r: &'a NewRun) -> Self {
+        Stored {
+            app: &r.app,
+            nodes: r.nodes,
+            node_list: r.node_list.as_deref(),
+            energy_j: r.energy_j,
+            avg_power_w: r.avg_power_w,
+            duration_s: r.duration_s,
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+            quality: r.quality,
+            account: r.account.as_deref(),
+        }
+    }
+}
+
+impl<'a> From<&'a RunRow> for Stored<'a> {
+    fn from(r: &'a RunRow) -> Self {
+        Stored {
+            app: &r.app,
+            nodes: r.nodes,
+            node_list: r.node_list.as_deref(),
+            energy_j: r.energy_j,
+            avg_power_w: r.avg_power_w,
+            duration_s: r.duration_s,
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+            quality: r.quality,
+            account: r.account.as_deref(),
+        }
+    }
+}
+
+/// How `new` differs from `stored`, field by field. Quantities are compared
+/// with a relative tolerance of 1e-9, so a resend that derives the third
+/// quantity from the other two still counts as the same run.
+fn differences(new: &NewRun, stored: &Stored<'_>) -> Vec<FieldError> {
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+    }
+    fn differ(out: &mut Vec<FieldError>, field: &str, sent: String, stored: String) {
+        out.push(FieldError::new(
+            field,
+            format!("stored value is {stored}, this one is {sent}"),
+        ));
+    }
+    fn show<T: std::fmt::Debug>(value: &T) -> String {
+        format!("{value:?}")
+    }
+    let new = Stored::from(new);
+    let mut out = Vec::new();
+    if new.app != stored.app {
+        differ(&mut out, "app", show(&new.app), show(&stored.app));
+    }
+    if new.nodes != stored.nodes {
+        differ(&mut out, "nodes", show(&new.nodes), show(&stored.nodes));
+    }
+    if new.node_list != stored.node_list {
+        differ(
+            &mut out,
+            "node_list",
+            show(&new.node_list),
+            show(&stored.node_list),
+        );
+    }
+    for (field, a, b) in [
+        ("energy_j", new.energy_j, stored.energy_j),
+        ("avg_power_w", new.avg_power_w, stored.avg_power_w),
+        ("duration_s", new.duration_s, stored.duration_s),
+        ("quality", new.quality, stored.quality),
+    ] {
+        if !close(a, b) {
+            differ(&mut out, field, a.to_string(), b.to_string());
+        }
+    }
+    if new.started_at != stored.started_at {
+        differ(
+            &mut out,
+            "started_at",
+            show(&new.started_at),
+            show(&stored.started_at),
+        );
+    }
+    if new.ended_at != stored.ended_at {
+        differ(
+            &mut out,
+            "ended_at",
+            show(&new.ended_at),
+            show(&stored.ended_at),
+        );
+    }
+    if new.account != stored.account {
+        differ(
+            &mut out,
+            "account",
+            show(&new.account),
+            show(&stored.account),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        "2026-06-01T12:00:00Z".parse().unwrap()
+    }
+
+    fn draft() -> RunDraft {
+        RunDraft {
+            app: "lammps-lj".into(),
+            source: "clusterA".into(),
+            job_id: "1001".into(),
+            nodes: 4,
+            energy_j: Some(1_000_000.0),
+            avg_power_w: Some(1_000.0),
+            ..RunDraft::default()
+        }
+    }
+
+    fn fields(errors: &[FieldError]) -> Vec<&str> {
+        errors.iter().map(|e| e.field.as_str()).collect()
+    }
+
+    #[test]
+    fn the_third_quantity_is_derived() {
+        let run = validate(draft(), now()).unwrap();
+        assert_eq!(run.duration_s, 1_000.0);
+        assert_eq!(run.derived, Some(Derived::DurationS));
+
+        let d = RunDraft {
+            energy_j: None,
+            duration_s: Some(50.0),
+            ..draft()
+        };
+        let run = validate(d, now()).unwrap();
+        assert_eq!(run.energy_j, 50_000.0);
+        assert_eq!(run.derived, Some(Derived::EnergyJ));
+
+        let d = RunDraft {
+            avg_power_w: None,
+            duration_s: Some(4_000.0),
+            ..draft()
+        };
+        let run = validate(d, now()).unwrap();
+        assert_eq!(run.avg_power_w, 250.0);
+        assert_eq!(run.derived, Some(Derived::AvgPowerW));
+    }
+
+    #[test]
+    fn three_quantities_must_agree_within_five_percent() {
+        let within = RunDraft {
+            duration_s: Some(1_040.0),
+            ..draft()
+        };
+        let run = validate(within, now()).unwrap();
+        assert_eq!(run.derived, None);
+        assert_eq!(run.duration_s, 1_040.0);
+
+        let apart = RunDraft {
+            duration_s: Some(1_060.0),
+            ..draft()
+        };
+        let errors = validate(apart, now()).unwrap_err();
+        assert_eq!(fields(&errors), ["energy_j", "avg_power_w", "duration_s"]);
+    }
+
+    #[test]
+    fn fewer_than_two_quantities_names_the_missing_ones() {
+        let d = RunDraft {
+            avg_power_w: None,
+            ..draft()
+        };
+        let errors = validate(d, now()).unwrap_err();
+        assert_eq!(fields(&errors), ["avg_power_w", "duration_s"]);
+    }
+
+    #[test]
+    fn every_rule_names_its_field() {
+        let cases: Vec<(RunDraft, &str)> = vec![
+            (
+                RunDraft {
+                    nodes: 0,
+                    ..draft()
+                },
+                "nodes",
+            ),
+            (
+                RunDraft {
+                    nodes: MAX_NODES + 1,
+                    ..draft()
+                },
+                "nodes",
+            ),
+            (
+                RunDraft {
+                    energy_j: Some(0.0),
+                    ..draft()
+                },
+                "energy_j",
+            ),
+            (
+                RunDraft {
+                    avg_power_w: Some(-5.0),
+                    ..draft()
+                },
+                "avg_power_w",
+            ),
+            (
+                RunDraft {
+                    duration_s: Some(f64::NAN),
+                    energy_j: None,
+                    ..draft()
+                },
+                "duration_s",
+            ),
+            (
+                RunDraft {
+                    quality: Some(0.0),
+                    ..draft()
+                },
+                "quality",
+            ),
+            (
+                RunDraft {
+                    quality: Some(1.5),
+                    ..draft()
+                },
+                "quality",
+            ),
+            (
+                RunDraft {
+                    app: "bad tag".into(),
+                    ..draft()
+                },
+                "app",
+            ),
+            (
+                RunDraft {
+                    app: "x".repeat(129),
+                    ..draft()
+                },
+                "app",
+            ),
+            (
+                RunDraft {
+                    source: String::new(),
+                    ..draft()
+                },
+                "source",
+            ),
+            (
+                RunDraft {
+                    job_id: "12/3".into(),
+                    ..draft()
+                },
+                "job_id",
+            ),
+            (
+                RunDraft {
+                    account: Some("a b".into()),
+                    ..draft()
+                },
+                "account",
+            ),
+            (
+                RunDraft {
+                    node_list: Some(vec!["n1".into(), "n2".into()]),
+                    ..draft()
+                },
+                "node_list",
+            ),
+            (
+                RunDraft {
+                    started_at: Some(now()),
+                    ended_at: Some(now() - Duration::seconds(10)),
+                    ..draft()
+                },
+                "ended_at",
+            ),
+            (
+                RunDraft {
+                    ended_at: Some(now() + Duration::days(2)),
+                    ..draft()
+                },
+                "ended_at",
+            ),
+            (
+                RunDraft {
+                    avg_power_w: Some(1e9),
+                    energy_j: Some(1e12),
+                    ..draft()
+                },
+                "avg_power_w",
+            ),
+        ];
+        for (case, field) in cases {
+            let described = format!("{case:?}");
+            let errors = validate(case, now()).expect_err(&described);
+            assert!(fields(&errors).contains(&field), "{described}: {errors:?}");
+        }
+    }
+
+    #[test]
+    fn node_list_entries_are_checked_one_by_one() {
+        let d = RunDraft {
+            nodes: 3,
+            node_list: Some(vec!["n1".into(), "n,2".into(), "n1".into()]),
+            ..draft()
+        };
+        let errors = validate(d, now()).unwrap_err();
+        assert_eq!(fields(&errors), ["node_list[1]", "node_list[2]"]);
+    }
+
+    #[test]
+    fn start_and_end_must_match_the_duration() {
+        let start = now() - Duration::seconds(2_000);
+        let ok = RunDraft {
+            started_at: Some(start),
+            ended_at: Some(start + Duration::seconds(1_000)),
+            ..draft()
+        };
+        assert!(validate(ok, now()).is_ok());
+        let off = RunDraft {
+            started_at: Some(start),
+            ended_at: Some(start + Duration::seconds(1_500)),
+            ..draft()
+        };
+        let errors = validate(off, now()).unwrap_err();
+        assert_eq!(fields(&errors), ["duration_s", "started_at", "ended_at"]);
+    }
+
+    #[test]
+    fn timestamps_are_kept_to_the_microsecond() {
+        let end: DateTime<Utc> = "2026-05-01T00:00:00.123456789Z".parse().unwrap();
+        let run = validate(
+            RunDraft {
+                ended_at: Some(end),
+                ..draft()
+            },
+            now(),
+        )
+        .unwrap();
+        assert_eq!(run.ended_at.unwrap().timestamp_subsec_nanos(), 123_456_000);
+    }
+
+    #[test]
+    fn a_resend_with_the_derived_value_spelled_out_is_the_same_run() {
+        let first = validate(draft(), now()).unwrap();
+        let explicit = validate(
+            RunDraft {
+                duration_s: Some(first.duration_s),
+                ..draft()
+            },
+            now(),
+        )
+        .unwrap();
+        assert!(differences(&explicit, &Stored::from(&first)).is_empty());
+        let changed = validate(
+            RunDraft {
+                energy_j: Some(1_100_000.0),
+                ..draft()
+            },
+            now(),
+        )
+        .unwrap();
+        let diff = differences(&changed, &Stored::from(&first));
+        assert_eq!(fields(&diff), ["energy_j", "duration_s"]);
+    }
+}

@@ -1,0 +1,14 @@
+//! Joulecast: energy, power and time history and predictions for HPC
+//! applications, served over HTTP from PostgreSQL.
+
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod embedded;
+pub mod http;
+pub mod ingest;
+pub mod server;
+pub mod store;
+pub mod telemetry;
+pub mod tokens;
+pub mod validate;

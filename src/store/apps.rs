@@ -1,0 +1,117 @@
+//! The `applications` table.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgExecutor};
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct AppRow {
+    pub id: i64,
+    pub tag: String,
+    pub scaling_mode: String,
+    pub description: String,
+    pub allowed_rmse_pct: Option<f64>,
+    pub run_count: i64,
+    pub nodes_min: Option<i32>,
+    pub nodes_max: Option<i32>,
+    pub last_run_at: Option<DateTime<Utc>>,
+    pub history_version: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "id, tag, scaling_mode, description, allowed_rmse_pct, run_count, \
+     nodes_min, nodes_max, last_run_at, history_version, created_at, updated_at";
+
+/// Application metadata set by administrators.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppMetadata {
+    pub scaling_mode: String,
+    pub description: String,
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+/// Create the applications named by `tags` that do not exist yet, and lock
+/// all of them (in id order, so concurrent batches cannot deadlock) until the
+/// transaction ends. Returns each tag's id.
+pub async fn ensure_and_lock(
+    conn: &mut PgConnection,
+    tags: &[&str],
+) -> sqlx::Result<HashMap<String, i64>> {
+    sqlx::query(
+        "INSERT INTO applications (tag)
+         SELECT tag FROM unnest($1::text[]) AS t(tag) ORDER BY tag
+         ON CONFLICT (tag) DO NOTHING",
+    )
+    .bind(tags)
+    .execute(&mut *conn)
+    .await?;
+    let rows: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT id, tag FROM applications WHERE tag = ANY($1) ORDER BY id FOR UPDATE",
+    )
+    .bind(tags)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows.into_iter().map(|(id, tag)| (tag, id)).collect())
+}
+
+/// Create or replace an application's metadata. Returns the row and whether it
+/// was created.
+pub async fn upsert_metadata(
+    executor: impl PgExecutor<'_>,
+    tag: &str,
+    metadata: &AppMetadata,
+) -> sqlx::Result<(AppRow, bool)> {
+    let query = format!(
+        "INSERT INTO applications AS a (tag, scaling_mode, description, allowed_rmse_pct)
+         VALUES ($1, $2, $3, $4)
+         ON CONFLICT (tag) DO UPDATE
+         SET scaling_mode = EXCLUDED.scaling_mode,
+             description = EXCLUDED.description,
+             allowed_rmse_pct = EXCLUDED.allowed_rmse_pct,
+             updated_at = now()
+         RETURNING {COLUMNS}, (xmax = 0) AS created"
+    );
+    #[derive(sqlx::FromRow)]
+    struct Upserted {
+        #[sqlx(flatten)]
+        app: AppRow,
+        created: bool,
+    }
+    let row: Upserted = sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(tag)
+        .bind(&metadata.scaling_mode)
+        .bind(&metadata.description)
+        .bind(metadata.allowed_rmse_pct)
+        .fetch_one(executor)
+        .await?;
+    Ok((row.app, row.created))
+}
+
+pub async fn get(executor: impl PgExecutor<'_>, tag: &str) -> sqlx::Result<Option<AppRow>> {
+    let query = format!("SELECT {COLUMNS} FROM applications WHERE tag = $1");
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(tag)
+        .fetch_optional(executor)
+        .await
+}
+
+/// One page of applications in tag order, after `after_tag`.
+pub async fn list(
+    executor: impl PgExecutor<'_>,
+    after_tag: Option<&str>,
+    limit: i64,
+) -> sqlx::Result<Vec<AppRow>> {
+    let query = format!(
+        "SELECT {COLUMNS} FROM applications
+         WHERE $1::text IS NULL OR tag > $1
+         ORDER BY tag
+         LIMIT $2"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(after_tag)
+        .bind(limit)
+        .fetch_all(executor)
+        .await
+}

@@ -1,0 +1,274 @@
+//! The `runs` table.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgExecutor};
+
+use super::apps;
+
+/// Which of energy, power and duration was computed from the other two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Derived {
+    EnergyJ,
+    AvgPowerW,
+    DurationS,
+}
+
+impl Derived {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Derived::EnergyJ => "energy_j",
+            Derived::AvgPowerW => "avg_power_w",
+            Derived::DurationS => "duration_s",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Derived> {
+        [Derived::EnergyJ, Derived::AvgPowerW, Derived::DurationS]
+            .into_iter()
+            .find(|d| d.as_str() == s)
+    }
+}
+
+/// A validated run, ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewRun {
+    pub app: String,
+    pub source: String,
+    pub job_id: String,
+    pub nodes: i32,
+    pub node_list: Option<Vec<String>>,
+    pub energy_j: f64,
+    pub avg_power_w: f64,
+    pub duration_s: f64,
+    pub derived: Option<Derived>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub quality: f64,
+    pub account: Option<String>,
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RunRow {
+    pub id: i64,
+    pub app: String,
+    pub source: String,
+    pub job_id: String,
+    pub nodes: i32,
+    pub node_list: Option<Vec<String>>,
+    pub energy_j: f64,
+    pub avg_power_w: f64,
+    pub duration_s: f64,
+    pub derived: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub quality: f64,
+    pub account: Option<String>,
+    pub ingested_at: DateTime<Utc>,
+}
+
+impl RunRow {
+    pub fn derived(&self) -> Option<Derived> {
+        self.derived.as_deref().and_then(Derived::parse)
+    }
+}
+
+/// What happened to one run of a batch.
+#[derive(Debug)]
+pub enum Inserted {
+    Created(i64),
+    /// A run with the same (source, job_id) was already stored.
+    Existing(Box<RunRow>),
+}
+
+const SELECT_RUN: &str = "SELECT r.id, a.tag AS app, r.source, r.job_id, r.nodes, r.node_list, \
+     r.energy_j, r.avg_power_w, r.duration_s, r.derived, r.started_at, r.ended_at, r.quality, \
+     r.account, r.ingested_at FROM runs r JOIN applications a ON a.id = r.app_id";
+
+/// Insert `runs` (whose (source, job_id) keys must be distinct), creating
+/// unknown applications and keeping each application's statistics and history
+/// version up to date. Runs whose key is already stored are left alone and
+/// returned as `Existing`. Call inside a transaction: nothing is visible to
+/// others until it commits.
+pub async fn insert_batch(
+    conn: &mut PgConnection,
+    runs: &[&NewRun],
+) -> sqlx::Result<Vec<Inserted>> {
+    if runs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut tags: Vec<&str> = runs.iter().map(|r| r.app.as_str()).collect();
+    tags.sort_unstable();
+    tags.dedup();
+    let app_ids = apps::ensure_and_lock(&mut *conn, &tags).await?;
+
+    // Insert in key order so that concurrent batches take index locks in the
+    // same order and cannot deadlock on each other.
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by(|&a, &b| {
+        (&runs[a].source, &runs[a].job_id).cmp(&(&runs[b].source, &runs[b].job_id))
+    });
+    let sorted: Vec<&NewRun> = order.iter().map(|&i| runs[i]).collect();
+
+    let created: Vec<(i64, String, String)> = sqlx::query_as(
+        "WITH input AS (
+             SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::text[],
+                                  $6::float8[], $7::float8[], $8::float8[], $9::text[],
+                                  $10::timestamptz[], $11::timestamptz[], $12::float8[], $13::text[])
+                 WITH ORDINALITY AS t(app_id, source, job_id, nodes, node_list, energy_j,
+                                      avg_power_w, duration_s, derived, started_at, ended_at,
+                                      quality, account, ord)
+         ),
+         inserted AS (
+             INSERT INTO runs (app_id, source, job_id, nodes, node_list, energy_j, avg_power_w,
+                               duration_s, derived, started_at, ended_at, quality, account)
+             SELECT app_id, source, job_id, nodes, string_to_array(node_list, ','), energy_j,
+                    avg_power_w, duration_s, derived, started_at, ended_at, quality, account
+             FROM input ORDER BY ord
+             ON CONFLICT (source, job_id) DO NOTHING
+             RETURNING id, app_id, source, job_id, nodes,
+                       COALESCE(ended_at, ingested_at) AS finished_at
+         ),
+         stats AS (
+             UPDATE applications a
+             SET run_count = a.run_count + s.n,
+                 nodes_min = LEAST(a.nodes_min, s.nodes_min),
+                 nodes_max = GREATEST(a.nodes_max, s.nodes_max),
+                 last_run_at = GREATEST(a.last_run_at, s.last_run_at),
+                 history_version = a.history_version + 1
+             FROM (SELECT app_id, count(*) AS n, min(nodes) AS nodes_min, max(nodes) AS nodes_max,
+                          max(finished_at) AS last_run_at
+                   FROM inserted GROUP BY app_id) s
+             WHERE a.id = s.app_id
+         )
+         SELECT id, source, job_id FROM inserted",
+    )
+    .bind(sorted.iter().map(|r| app_ids[r.app.as_str()]).collect::<Vec<i64>>())
+    .bind(sorted.iter().map(|r| r.source.as_str()).collect::<Vec<_>>())
+    .bind(sorted.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>())
+    .bind(sorted.iter().map(|r| r.nodes).collect::<Vec<_>>())
+    // Node names cannot contain commas (validated), so a joined list round-trips.
+    .bind(
+        sorted
+            .iter()
+            .map(|r| r.node_list.as_ref().map(|l| l.join(",")))
+            .collect::<Vec<_>>(),
+    )
+    .bind(sorted.iter().map(|r| r.energy_j).collect::<Vec<_>>())
+    .bind(sorted.iter().map(|r| r.avg_power_w).collect::<Vec<_>>())
+    .bind(sorted.iter().map(|r| r.duration_s).collect::<Vec<_>>())
+    .bind(sorted.iter().map(|r| r.derived.map(Derived::as_str)).collect::<Vec<_>>())
+    .bind(sorted.iter().map(|r| r.started_at).collect::<Vec<_>>())
+    .bind(sorted.iter().map(|r| r.ended_at).collect::<Vec<_>>())
+    .bind(sorted.iter().map(|r| r.quality).collect::<Vec<_>>())
+    .bind(sorted.iter().map(|r| r.account.as_deref()).collect::<Vec<_>>())
+    .fetch_all(&mut *conn)
+    .await?;
+
+    let mut created: HashMap<(String, String), i64> = created
+        .into_iter()
+        .map(|(id, source, job_id)| ((source, job_id), id))
+        .collect();
+    let missing: Vec<&NewRun> = runs
+        .iter()
+        .copied()
+        .filter(|r| !created.contains_key(&(r.source.clone(), r.job_id.clone())))
+        .collect();
+    let mut existing: HashMap<(String, String), RunRow> = if missing.is_empty() {
+        HashMap::new()
+    } else {
+        let query = format!(
+            "{SELECT_RUN} WHERE (r.source, r.job_id) IN \
+             (SELECT * FROM unnest($1::text[], $2::text[]))"
+        );
+        sqlx::query_as::<_, RunRow>(sqlx::AssertSqlSafe(query))
+            .bind(
+                missing
+                    .iter()
+                    .map(|r| r.source.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                missing
+                    .iter()
+                    .map(|r| r.job_id.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .map(|row| ((row.source.clone(), row.job_id.clone()), row))
+            .collect()
+    };
+
+    runs.iter()
+        .map(|r| {
+            let key = (r.source.clone(), r.job_id.clone());
+            if let Some(id) = created.remove(&key) {
+                Ok(Inserted::Created(id))
+            } else if let Some(row) = existing.remove(&key) {
+                Ok(Inserted::Existing(Box::new(row)))
+            } else {
+                // Neither inserted nor found: only possible if the batch's keys
+                // were not distinct, which the caller guarantees.
+                Err(sqlx::Error::Protocol(format!(
+                    "run {}/{} was neither inserted nor found",
+                    r.source, r.job_id
+                )))
+            }
+        })
+        .collect()
+}
+
+pub async fn get(executor: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Option<RunRow>> {
+    let query = format!("{SELECT_RUN} WHERE r.id = $1");
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(id)
+        .fetch_optional(executor)
+        .await
+}
+
+/// Filters of the runs listing; time bounds apply to when a run finished (its
+/// end time, or its ingestion time when it reported none).
+#[derive(Debug, Default, Clone)]
+pub struct RunFilter {
+    pub nodes: Option<i32>,
+    pub min_nodes: Option<i32>,
+    pub max_nodes: Option<i32>,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// One page of an application's runs in id order, after `after_id`.
+pub async fn list_for_app(
+    executor: impl PgExecutor<'_>,
+    app_id: i64,
+    filter: &RunFilter,
+    after_id: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<RunRow>> {
+    let query = format!(
+        "{SELECT_RUN}
+         WHERE r.app_id = $1
+           AND ($2::int IS NULL OR r.nodes = $2)
+           AND ($3::int IS NULL OR r.nodes >= $3)
+           AND ($4::int IS NULL OR r.nodes <= $4)
+           AND ($5::timestamptz IS NULL OR COALESCE(r.ended_at, r.ingested_at) >= $5)
+           AND ($6::timestamptz IS NULL OR COALESCE(r.ended_at, r.ingested_at) < $6)
+           AND r.id > $7
+         ORDER BY r.id
+         LIMIT $8"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(app_id)
+        .bind(filter.nodes)
+        .bind(filter.min_nodes)
+        .bind(filter.max_nodes)
+        .bind(filter.from)
+        .bind(filter.to)
+        .bind(after_id)
+        .bind(limit)
+        .fetch_all(executor)
+        .await
+}

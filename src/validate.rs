@@ -1,0 +1,176 @@
+//! Field-level validation shared by every way data comes in.
+
+use std::fmt;
+
+/// One problem with one field of the input, as reported to clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// Path of the field, e.g. `nodes` or `runs[3].energy_j`.
+    pub field: String,
+    pub reason: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The same error, for a field nested under `prefix` (e.g. `runs[3]`).
+    pub fn nested(mut self, prefix: &str) -> Self {
+        self.field = if self.field.is_empty() {
+            prefix.to_owned()
+        } else {
+            format!("{prefix}.{}", self.field)
+        };
+        self
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+/// Collects the errors of one input so that all of them are reported at once.
+#[derive(Debug, Default)]
+pub struct Errors(Vec<FieldError>);
+
+impl Errors {
+    pub fn add(&mut self, field: &str, reason: impl Into<String>) {
+        self.0.push(FieldError::new(field, reason));
+    }
+
+    /// Record `check`'s error, if any, against `field`.
+    pub fn check(&mut self, field: &str, check: Result<(), String>) {
+        if let Err(reason) = check {
+            self.add(field, reason);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn into_vec(self) -> Vec<FieldError> {
+        self.0
+    }
+
+    pub fn into_result<T>(self, value: T) -> Result<T, Vec<FieldError>> {
+        if self.0.is_empty() {
+            Ok(value)
+        } else {
+            Err(self.0)
+        }
+    }
+}
+
+/// Characters allowed in identifiers (application tags, sources, job ids,
+/// accounts): safe in URL paths and query strings without escaping.
+const IDENT_PUNCT: &[char] = &['.', '_', ':', '@', '+', '=', '-'];
+
+pub const TAG_MAX: usize = 128;
+pub const SOURCE_MAX: usize = 64;
+pub const JOB_ID_MAX: usize = 128;
+pub const ACCOUNT_MAX: usize = 128;
+pub const NODE_NAME_MAX: usize = 64;
+
+/// An identifier: 1 to `max` characters from `A-Z a-z 0-9 . _ : @ + = -`,
+/// starting with a letter or digit.
+pub fn identifier(value: &str, max: usize) -> Result<(), String> {
+    let len = value.chars().count();
+    if len == 0 {
+        return Err("must not be empty".into());
+    }
+    if len > max {
+        return Err(format!("must be at most {max} characters (got {len})"));
+    }
+    if !value.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err("must start with a letter or digit".into());
+    }
+    if let Some(bad) = value
+        .chars()
+        .find(|c| !c.is_ascii_alphanumeric() && !IDENT_PUNCT.contains(c))
+    {
+        return Err(format!(
+            "contains {bad:?}; allowed are letters, digits and . _ : @ + = -"
+        ));
+    }
+    Ok(())
+}
+
+/// A node (host) name: 1 to 64 characters from `A-Z a-z 0-9 . _ -`, starting
+/// with a letter or digit.
+pub fn node_name(value: &str) -> Result<(), String> {
+    if value.is_empty() || value.len() > NODE_NAME_MAX {
+        return Err(format!("must be 1 to {NODE_NAME_MAX} characters"));
+    }
+    let valid = value.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "{value:?} is not a node name (letters, digits, . _ -, starting with a letter or digit)"
+        ))
+    }
+}
+
+/// A finite, strictly positive number.
+pub fn positive(value: f64) -> Result<(), String> {
+    if !value.is_finite() {
+        Err("must be a finite number".into())
+    } else if value <= 0.0 {
+        Err(format!("must be greater than 0 (got {value})"))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers() {
+        assert!(identifier("lammps-in.lj_2.4GHz", TAG_MAX).is_ok());
+        assert!(identifier("a", TAG_MAX).is_ok());
+        assert!(identifier(&"a".repeat(TAG_MAX), TAG_MAX).is_ok());
+        assert!(identifier(&"a".repeat(TAG_MAX + 1), TAG_MAX).is_err());
+        assert!(identifier("", TAG_MAX).is_err());
+        assert!(identifier("-leading", TAG_MAX).is_err());
+        assert!(identifier("has space", TAG_MAX).is_err());
+        assert!(identifier("slash/inside", TAG_MAX).is_err());
+        assert!(identifier("ünicode", TAG_MAX).is_err());
+    }
+
+    #[test]
+    fn node_names() {
+        assert!(node_name("node001").is_ok());
+        assert!(node_name("r1-c2.cluster").is_ok());
+        assert!(node_name("a,b").is_err());
+        assert!(node_name("").is_err());
+        assert!(node_name("node[1-4]").is_err());
+    }
+
+    #[test]
+    fn positives() {
+        assert!(positive(1e-9).is_ok());
+        assert!(positive(0.0).is_err());
+        assert!(positive(-1.0).is_err());
+        assert!(positive(f64::NAN).is_err());
+        assert!(positive(f64::INFINITY).is_err());
+    }
+
+    #[test]
+    fn nested_fields_get_the_prefix() {
+        let e = FieldError::new("nodes", "must be at least 1").nested("runs[2]");
+        assert_eq!(e.field, "runs[2].nodes");
+        assert_eq!(FieldError::new("", "x").nested("runs[0]").field, "runs[0]");
+    }
+}
