@@ -260,17 +260,27 @@ pub enum Outcome {
     Created(i64),
     Duplicate(i64),
     Invalid(Vec<FieldError>),
-    /// The key is taken by a run with other values: `run_id` when stored,
-    /// `None` when the clash is with an earlier item of the same batch.
+    /// The key is taken by a run with other values: the stored run (`None`
+    /// when the clash is only with an earlier item of the batch that was not
+    /// stored).
     Conflict {
         run_id: Option<i64>,
         differences: Vec<FieldError>,
     },
+    /// Valid, but not stored because the atomic batch it was part of was refused.
+    Withheld,
 }
 
 impl Outcome {
     pub fn is_rejected(&self) -> bool {
         matches!(self, Outcome::Invalid(_) | Outcome::Conflict { .. })
+    }
+
+    fn stored_id(&self) -> Option<i64> {
+        match self {
+            Outcome::Created(id) | Outcome::Duplicate(id) => Some(*id),
+            _ => None,
+        }
     }
 }
 
@@ -279,6 +289,14 @@ pub struct Ingested {
     pub outcomes: Vec<Outcome>,
     /// False when an atomic batch was refused and nothing was stored.
     pub committed: bool,
+}
+
+/// A later item of a batch with the key of an earlier one (`first`).
+struct Repeat {
+    index: usize,
+    first: usize,
+    /// How it differs from the first; empty for a plain repeat.
+    differences: Vec<FieldError>,
 }
 
 /// Store the valid items; answer for each. The answer is given only after the
@@ -292,7 +310,7 @@ pub async fn ingest(
     // or a conflict with it.
     let mut outcomes: Vec<Option<Outcome>> = vec![None; items.len()];
     let mut first: HashMap<(&str, &str), usize> = HashMap::new();
-    let mut repeats: Vec<(usize, usize)> = Vec::new();
+    let mut repeats: Vec<Repeat> = Vec::new();
     let mut unique: Vec<usize> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         match item {
@@ -300,23 +318,18 @@ pub async fn ingest(
             Ok(run) => match first.get(&(run.source.as_str(), run.job_id.as_str())) {
                 Some(&j) => {
                     let earlier = items[j].as_ref().expect("first occurrences are valid");
-                    let differences = differences(run, &Stored::from(earlier));
-                    if differences.is_empty() {
-                        repeats.push((i, j));
-                    } else {
-                        outcomes[i] = Some(Outcome::Conflict {
-                            run_id: None,
-                            differences: differences
-                                .into_iter()
-                                .map(|d| {
-                                    FieldError::new(
-                                        d.field,
-                                        format!("{} (earlier item {j} of this batch)", d.reason),
-                                    )
-                                })
-                                .collect(),
-                        });
-                    }
+                    let differences = differences(run, &Stored::from(earlier))
+                        .into_iter()
+                        .map(|d| {
+                            let reason = format!("{} (item {j} of this batch)", d.reason);
+                            FieldError::new(d.field, reason)
+                        })
+                        .collect();
+                    repeats.push(Repeat {
+                        index: i,
+                        first: j,
+                        differences,
+                    });
                 }
                 None => {
                     first.insert((run.source.as_str(), run.job_id.as_str()), i);
@@ -325,7 +338,9 @@ pub async fn ingest(
             },
         }
     }
-    let refused = atomic && outcomes.iter().flatten().any(Outcome::is_rejected);
+    let refused = atomic
+        && (outcomes.iter().flatten().any(Outcome::is_rejected)
+            || repeats.iter().any(|r| !r.differences.is_empty()));
     if refused {
         return Ok(finish(outcomes, repeats, false));
     }
@@ -335,7 +350,7 @@ pub async fn ingest(
         .map(|&i| items[i].as_ref().expect("unique items are valid"))
         .collect();
     let mut attempt = 0;
-    let inserted = loop {
+    let stored = loop {
         attempt += 1;
         let mut tx = pool.begin().await?;
         match store::runs::insert_batch(&mut tx, &to_insert).await {
@@ -361,7 +376,10 @@ pub async fn ingest(
                 if atomic && stored.iter().any(Outcome::is_rejected) {
                     tx.rollback().await?;
                     for (&i, outcome) in unique.iter().zip(stored) {
-                        outcomes[i] = Some(outcome);
+                        outcomes[i] = Some(match outcome {
+                            Outcome::Created(_) | Outcome::Duplicate(_) => Outcome::Withheld,
+                            rejected => rejected,
+                        });
                     }
                     return Ok(finish(outcomes, repeats, false));
                 }
@@ -375,39 +393,34 @@ pub async fn ingest(
             Err(error) => return Err(error),
         }
     };
-    for (&i, outcome) in unique.iter().zip(inserted) {
+    for (&i, outcome) in unique.iter().zip(stored) {
         outcomes[i] = Some(outcome);
     }
     Ok(finish(outcomes, repeats, true))
 }
 
-fn finish(
-    mut outcomes: Vec<Option<Outcome>>,
-    repeats: Vec<(usize, usize)>,
-    committed: bool,
-) -> Ingested {
-    for (i, j) in repeats {
-        outcomes[i] = Some(match &outcomes[j] {
-            Some(Outcome::Created(id) | Outcome::Duplicate(id)) => Outcome::Duplicate(*id),
-            Some(Outcome::Conflict {
-                run_id,
-                differences,
-            }) => Outcome::Conflict {
-                run_id: *run_id,
-                differences: differences.clone(),
-            },
-            // The first occurrence was not stored (refused atomic batch): the
-            // repeat has the same values, so it would have been its duplicate.
-            _ => Outcome::Invalid(vec![FieldError::new(
-                "job_id",
-                format!("repeats item {j} of this batch, which was not stored"),
-            )]),
+/// Answer for the repeats from their first occurrence, and mark what was not
+/// stored as withheld.
+fn finish(mut outcomes: Vec<Option<Outcome>>, repeats: Vec<Repeat>, committed: bool) -> Ingested {
+    for repeat in repeats {
+        let first = outcomes[repeat.first].clone().unwrap_or(Outcome::Withheld);
+        outcomes[repeat.index] = Some(if repeat.differences.is_empty() {
+            match first {
+                Outcome::Created(id) | Outcome::Duplicate(id) => Outcome::Duplicate(id),
+                // A same-valued repeat shares its first occurrence's fate.
+                other => other,
+            }
+        } else {
+            Outcome::Conflict {
+                run_id: first.stored_id(),
+                differences: repeat.differences,
+            }
         });
     }
     Ingested {
         outcomes: outcomes
             .into_iter()
-            .map(|o| o.expect("every item has an outcome"))
+            .map(|o| o.unwrap_or(Outcome::Withheld))
             .collect(),
         committed,
     }

@@ -80,17 +80,18 @@ fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError 
     }
 }
 
-/// The path of the field a deserialization error is about. For an unknown
-/// field, serde reports the enclosing object; the field's own name is in the
-/// message.
+/// The path of the field a deserialization error is about. For an unknown or
+/// missing field, serde reports the enclosing object; the field's own name is
+/// in the message.
 fn field_and_reason(path: &serde_path_to_error::Path, reason: String) -> (String, String) {
     let base = path.to_string();
     let base = if base == "." { String::new() } else { base };
-    let unknown = reason
-        .strip_prefix("unknown field `")
+    let named = ["unknown field `", "missing field `"]
+        .iter()
+        .find_map(|prefix| reason.strip_prefix(prefix))
         .and_then(|rest| rest.split_once('`'))
         .map(|(name, _)| name.to_owned());
-    let field = match unknown {
+    let field = match named {
         Some(name) if !base.ends_with(&name) => {
             if base.is_empty() {
                 name
@@ -205,6 +206,8 @@ mod tests {
         assert_eq!(fields(error), ["runs[0].colour"]);
         let error = from_json_slice::<Outer>(br#"{"runs":[],"extra":1}"#).unwrap_err();
         assert_eq!(fields(error), ["extra"]);
+        let error = from_json_slice::<Outer>(br#"{"runs":[{}]}"#).unwrap_err();
+        assert_eq!(fields(error), ["runs[0].nodes"]);
     }
 
     #[test]

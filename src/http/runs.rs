@@ -179,7 +179,9 @@ pub async fn create_run(
             });
         }
         Some(Outcome::Invalid(errors)) => return Err(ApiError::Invalid(errors)),
-        None => return Err(anyhow::anyhow!("ingest returned no outcome").into()),
+        Some(Outcome::Withheld) | None => {
+            return Err(anyhow::anyhow!("a single run was neither stored nor rejected").into());
+        }
     };
     let row = store::runs::get(&state.pool, id)
         .await?
@@ -339,7 +341,7 @@ fn rejection_errors(index: usize, outcome: Outcome) -> Vec<FieldError> {
             .into_iter()
             .map(|e| e.nested(&format!("runs[{index}]")))
             .collect(),
-        Outcome::Created(_) | Outcome::Duplicate(_) => Vec::new(),
+        Outcome::Created(_) | Outcome::Duplicate(_) | Outcome::Withheld => Vec::new(),
     }
 }
 
@@ -351,6 +353,7 @@ fn batch_item(index: usize, outcome: Outcome) -> BatchItem {
         Outcome::Conflict { run_id, .. } => {
             (ItemStatus::Rejected, *run_id, Some(Rejection::Conflict))
         }
+        Outcome::Withheld => unreachable!("only refused atomic batches withhold runs"),
     };
     let errors = rejection_errors(index, outcome)
         .into_iter()

@@ -1,0 +1,201 @@
+//! `/v1/apps`: metadata, listing with pagination, runs with filters.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, run};
+
+#[tokio::test]
+async fn put_creates_then_replaces_metadata() {
+    let app = TestApp::new().await;
+    let body = json!({"scaling_mode": "strong", "description": "LJ melt, 32k atoms",
+                      "allowed_rmse_pct": 3.5});
+    let reply = app.put("/v1/apps/lammps-lj", &app.admin, &body).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["scaling_mode"], "strong");
+    assert_eq!(reply.body["allowed_rmse_pct"], 3.5);
+    assert_eq!(reply.body["run_count"], 0);
+
+    // PUT replaces everything: omitted fields take their defaults.
+    let reply = app
+        .put(
+            "/v1/apps/lammps-lj",
+            &app.admin,
+            &json!({"scaling_mode": "weak"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["scaling_mode"], "weak");
+    assert_eq!(reply.body["description"], "");
+    assert_eq!(reply.body["allowed_rmse_pct"], Value::Null);
+
+    let fetched = app.get("/v1/apps/lammps-lj", &app.read).await;
+    assert_eq!(fetched.body, reply.body);
+}
+
+#[tokio::test]
+async fn metadata_of_an_application_with_runs_keeps_its_history() {
+    let app = TestApp::new().await;
+    app.ingest(&run("lammps", "1", 4)).await;
+    let reply = app
+        .put(
+            "/v1/apps/lammps",
+            &app.admin,
+            &json!({"scaling_mode": "strong"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.body["run_count"], 1);
+    assert_eq!(reply.body["nodes_max"], 4);
+}
+
+#[tokio::test]
+async fn invalid_metadata_is_refused_naming_the_field() {
+    let app = TestApp::new().await;
+    let cases = [
+        (json!({"scaling_mode": "sideways"}), "scaling_mode"),
+        (json!({"allowed_rmse_pct": 0}), "allowed_rmse_pct"),
+        (json!({"allowed_rmse_pct": 150}), "allowed_rmse_pct"),
+        (json!({"description": "x".repeat(5000)}), "description"),
+        (json!({"colour": 1}), "colour"),
+    ];
+    for (body, field) in cases {
+        let reply = app.put("/v1/apps/lammps", &app.admin, &body).await;
+        reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, field);
+    }
+    let reply = app.put("/v1/apps/bad%20tag", &app.admin, &json!({})).await;
+    reply.assert_field_error(StatusCode::BAD_REQUEST, "app");
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM applications")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+}
+
+#[tokio::test]
+async fn get_app_summarises_its_runs() {
+    let app = TestApp::new().await;
+    let mut early = run("lammps", "1", 2);
+    early["ended_at"] = json!("2026-01-01T00:00:00Z");
+    let mut late = run("lammps", "2", 32);
+    late["ended_at"] = json!("2026-02-01T00:00:00Z");
+    app.ingest(&late).await;
+    app.ingest(&early).await;
+    app.ingest(&run("other", "3", 64)).await;
+    let reply = app.get("/v1/apps/lammps", &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.body["run_count"], 2);
+    assert_eq!(reply.body["nodes_min"], 2);
+    assert_eq!(reply.body["nodes_max"], 32);
+    assert_eq!(reply.body["last_run_at"], "2026-02-01T00:00:00Z");
+    assert_eq!(reply.body["history_version"], 2);
+
+    app.get("/v1/apps/missing", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn the_app_listing_pages_through_every_app_once_in_order() {
+    let app = TestApp::new().await;
+    let tags = ["e", "a", "d", "c", "b"];
+    for (i, tag) in tags.iter().enumerate() {
+        app.ingest(&run(tag, &i.to_string(), 1)).await;
+    }
+    let mut seen = Vec::new();
+    let mut path = "/v1/apps?limit=2".to_owned();
+    loop {
+        let reply = app.get(&path, &app.read).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        let items = reply.body["items"].as_array().unwrap();
+        assert!(items.len() <= 2);
+        seen.extend(items.iter().map(|a| a["tag"].as_str().unwrap().to_owned()));
+        match reply.body["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/apps?limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["a", "b", "c", "d", "e"]);
+
+    for bad in ["limit=0", "limit=1001", "limit=x", "cursor=zzz", "page=2"] {
+        let reply = app.get(&format!("/v1/apps?{bad}"), &app.read).await;
+        let field = bad.split('=').next().unwrap();
+        reply.assert_field_error(StatusCode::BAD_REQUEST, field);
+    }
+}
+
+#[tokio::test]
+async fn runs_are_listed_with_filters_and_cursor_pagination() {
+    let app = TestApp::new().await;
+    let mut ids = Vec::new();
+    for (i, nodes) in [1, 2, 4, 8, 16, 4, 4].into_iter().enumerate() {
+        let mut body = run("lammps", &i.to_string(), nodes);
+        body["ended_at"] = json!(format!("2026-01-0{}T00:00:00Z", i + 1));
+        ids.push(app.ingest(&body).await);
+    }
+    app.ingest(&run("other", "x", 4)).await;
+
+    let list = |query: String| {
+        let app = app.clone();
+        async move {
+            let reply = app
+                .get(&format!("/v1/apps/lammps/runs?{query}"), &app.read)
+                .await;
+            assert_eq!(reply.status, StatusCode::OK, "{query}: {:#}", reply.body);
+            let ids: Vec<i64> = reply.body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].as_i64().unwrap())
+                .collect();
+            (ids, reply.body["next_cursor"].as_str().map(str::to_owned))
+        }
+    };
+
+    assert_eq!(list(String::new()).await.0, ids);
+    assert_eq!(list("nodes=4".into()).await.0, [ids[2], ids[5], ids[6]]);
+    assert_eq!(
+        list("min_nodes=4&max_nodes=8".into()).await.0,
+        [ids[2], ids[3], ids[5], ids[6]]
+    );
+    assert_eq!(
+        list("from=2026-01-02T00:00:00Z&to=2026-01-04T00:00:00Z".into())
+            .await
+            .0,
+        [ids[1], ids[2]]
+    );
+
+    // Pages of 3 cover all seven runs exactly once.
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let query = match &cursor {
+            Some(c) => format!("limit=3&cursor={c}"),
+            None => "limit=3".to_owned(),
+        };
+        let (page, next) = list(query).await;
+        paged.extend(page);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(paged, ids);
+
+    for (query, field) in [
+        ("nodes=0", "nodes"),
+        ("min_nodes=9&max_nodes=3", "min_nodes"),
+        ("from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z", "from"),
+        ("from=yesterday", "from"),
+        ("limit=5000", "limit"),
+        ("cursor=bm90LWEtY3Vyc29y", "cursor"),
+    ] {
+        let reply = app
+            .get(&format!("/v1/apps/lammps/runs?{query}"), &app.read)
+            .await;
+        reply.assert_field_error(StatusCode::BAD_REQUEST, field);
+    }
+    app.get("/v1/apps/missing/runs", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+}

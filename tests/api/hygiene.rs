@@ -1,0 +1,174 @@
+//! Health, readiness, problem documents for everything, docs, metrics, OpenAPI.
+
+use axum::http::{Method, StatusCode};
+use joulecast::http::{self, Settings};
+use serde_json::Value;
+
+use crate::support::{TestApp, empty_pool, run};
+
+#[tokio::test]
+async fn health_and_readiness() {
+    let app = TestApp::new().await;
+    let reply = app.call(Method::GET, "/healthz", None, None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.body["status"], "ok");
+    let reply = app.call(Method::GET, "/readyz", None, None).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["status"], "ready");
+}
+
+#[tokio::test]
+async fn readiness_fails_without_migrations_and_without_a_database() {
+    let pool = empty_pool().await;
+    let app = TestApp {
+        router: http::router(pool.clone(), Settings::default()),
+        pool: pool.clone(),
+        read: String::new(),
+        ingest: String::new(),
+        schedule: String::new(),
+        admin: String::new(),
+    };
+    let reply = app.call(Method::GET, "/readyz", None, None).await;
+    reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        reply.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("migrations")
+    );
+    assert_eq!(
+        app.call(Method::GET, "/healthz", None, None).await.status,
+        StatusCode::OK
+    );
+
+    pool.close().await;
+    let reply = app.call(Method::GET, "/readyz", None, None).await;
+    reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        reply.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("unreachable")
+    );
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_are_problem_documents() {
+    let app = TestApp::new().await;
+    app.call(Method::GET, "/v1/nothing-here", Some(&app.read), None)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    let reply = app
+        .call(Method::DELETE, "/v1/runs", Some(&app.admin), None)
+        .await;
+    reply.assert_problem(StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(reply.headers["allow"], "POST");
+}
+
+#[tokio::test]
+async fn a_database_outage_is_503_not_500() {
+    let app = TestApp::new().await;
+    let token = app.ingest.clone();
+    app.pool.close().await;
+    let reply = app.post("/v1/runs", &token, &run("lammps", "1", 2)).await;
+    reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn responses_carry_a_request_id() {
+    let app = TestApp::new().await;
+    let reply = app.call(Method::GET, "/healthz", None, None).await;
+    let id = reply.headers["x-request-id"].to_str().unwrap();
+    assert_eq!(id.len(), 36, "a UUID: {id}");
+    let request = axum::http::Request::builder()
+        .uri("/healthz")
+        .header("x-request-id", "scheduler-abc-1")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let reply = app.send(request).await;
+    assert_eq!(reply.headers["x-request-id"], "scheduler-abc-1");
+}
+
+#[tokio::test]
+async fn openapi_and_swagger_ui_are_served() {
+    let app = TestApp::new().await;
+    let reply = app.call(Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(reply.body, serde_json::to_value(http::openapi()).unwrap());
+    let reply = app.call(Method::GET, "/docs/", None, None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let Value::String(html) = reply.body else {
+        panic!("HTML expected")
+    };
+    assert!(html.contains("swagger-ui"), "{html}");
+    // The UI's assets are built in: no request leaves the machine.
+    let reply = app
+        .call(Method::GET, "/docs/swagger-ui-bundle.js", None, None)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn metrics_count_requests_by_route() {
+    let app = TestApp::new().await;
+    joulecast::telemetry::init_metrics();
+    app.call(Method::GET, "/healthz", None, None).await;
+    let reply = app.call(Method::GET, "/metrics", None, None).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let Value::String(text) = reply.body else {
+        panic!("text expected")
+    };
+    assert!(
+        text.contains("http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_committed_openapi_document_is_the_generated_one() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json");
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    let generated = http::openapi().to_pretty_json().unwrap();
+    assert!(
+        committed.trim_end() == generated.trim_end(),
+        "openapi/openapi.json is out of date; regenerate it with\n    \
+         cargo run -- openapi > openapi/openapi.json"
+    );
+}
+
+#[test]
+fn every_operation_is_documented_and_secured_or_public_by_design() {
+    let spec = serde_json::to_value(http::openapi()).unwrap();
+    let public = ["/healthz", "/readyz"];
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            assert!(
+                operation["summary"].is_string() || operation["description"].is_string(),
+                "{method} {path} has no description"
+            );
+            assert!(
+                public.contains(&path.as_str()) || operation["security"].is_array(),
+                "{method} {path} declares no security"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_request_over_the_time_limit_is_a_503_problem() {
+    let app = TestApp::new().await;
+    let hurried = TestApp {
+        router: http::router(
+            app.pool.clone(),
+            Settings {
+                request_timeout: std::time::Duration::from_nanos(1),
+                ..Settings::default()
+            },
+        ),
+        ..app
+    };
+    // Readiness needs a database round trip, which cannot finish in 1 ns.
+    let reply = hurried.call(Method::GET, "/readyz", None, None).await;
+    reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.body["type"], "urn:joulecast:problem:timeout");
+}

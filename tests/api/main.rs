@@ -1,0 +1,10 @@
+//! Integration tests: the real router and the real binary against a real
+//! PostgreSQL. One test binary, so that one build serves all of them.
+
+mod apps;
+mod auth;
+mod batch;
+mod embedded;
+mod hygiene;
+mod runs;
+mod support;

@@ -1,0 +1,305 @@
+//! Test support: one real PostgreSQL server per test process, a fresh database
+//! per test (cloned from a migrated template), and a client for the real router.
+//!
+//! With `DATABASE_URL` set, tests use that server (they create databases named
+//! `jct_*` on it). Otherwise they start a throwaway cluster with Joulecast's own
+//! embedded-cluster code in a temporary directory; it stops when the test
+//! process exits.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use joulecast::embedded::{Cluster, ClusterOptions};
+use joulecast::http::{self, Settings};
+use joulecast::tokens::Scope;
+use serde_json::Value;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{Connection, PgConnection, PgPool};
+use tokio::sync::OnceCell;
+use tower::ServiceExt;
+
+struct Server {
+    options: PgConnectOptions,
+    template: String,
+    _cluster: Option<Cluster>,
+}
+
+static SERVER: OnceCell<Server> = OnceCell::const_new();
+static NEXT_DB: AtomicUsize = AtomicUsize::new(0);
+
+async fn server() -> &'static Server {
+    SERVER
+        .get_or_init(|| async {
+            let (options, cluster) = match std::env::var("DATABASE_URL") {
+                Ok(url) => (url.parse::<PgConnectOptions>().expect("DATABASE_URL"), None),
+                Err(_) => {
+                    let cluster = tokio::task::spawn_blocking(start_throwaway_cluster)
+                        .await
+                        .unwrap();
+                    let options = PgConnectOptions::new_without_pgpass()
+                        .socket(&cluster.layout().socket_dir)
+                        .port(joulecast::embedded::SOCKET_PORT)
+                        .username(joulecast::embedded::SUPERUSER)
+                        .database("postgres");
+                    (options, Some(cluster))
+                }
+            };
+            let template = format!("jct_template_{}", std::process::id());
+            let mut admin = PgConnection::connect_with(&options).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {template}")))
+                .execute(&mut admin)
+                .await
+                .unwrap();
+            admin.close().await.unwrap();
+            // Migrate the template once; every test database is a copy of it.
+            let mut conn = PgConnection::connect_with(&options.clone().database(&template))
+                .await
+                .unwrap();
+            joulecast::db::MIGRATOR.run(&mut conn).await.unwrap();
+            conn.close().await.unwrap();
+            Server {
+                options,
+                template,
+                _cluster: cluster,
+            }
+        })
+        .await
+}
+
+fn start_throwaway_cluster() -> Cluster {
+    let root = std::env::temp_dir();
+    // Clear what earlier test processes left behind.
+    if let Ok(entries) = std::fs::read_dir(&root) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("joulecast-test-")
+                && pid
+                    .parse::<u32>()
+                    .is_ok_and(|p| !PathBuf::from(format!("/proc/{p}")).exists())
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let data_dir = root.join(format!("joulecast-test-{}", std::process::id()));
+    Cluster::start(&ClusterOptions {
+        data_dir,
+        bin_dir: std::env::var_os("JOULECAST_PG_BIN_DIR").map(PathBuf::from),
+        root_user: std::env::var("JOULECAST_PG_USER").unwrap_or_else(|_| "postgres".into()),
+    })
+    .unwrap_or_else(|e| panic!("cannot start a PostgreSQL for the tests: {e}"))
+}
+
+/// A fresh, migrated database of its own.
+pub async fn fresh_pool() -> PgPool {
+    let name = fresh_database(true).await;
+    connect(&name).await
+}
+
+/// A fresh database without migrations.
+pub async fn empty_pool() -> PgPool {
+    let name = fresh_database(false).await;
+    connect(&name).await
+}
+
+async fn fresh_database(migrated: bool) -> String {
+    let server = server().await;
+    let name = format!(
+        "jct_{}_{}",
+        std::process::id(),
+        NEXT_DB.fetch_add(1, Ordering::SeqCst)
+    );
+    let template = if migrated {
+        server.template.as_str()
+    } else {
+        "template0"
+    };
+    let mut admin = PgConnection::connect_with(&server.options).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE {name} TEMPLATE {template}"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    admin.close().await.unwrap();
+    name
+}
+
+async fn connect(name: &str) -> PgPool {
+    let options = server().await.options.clone().database(name);
+    PgPoolOptions::new()
+        .max_connections(8)
+        .connect_with(options)
+        .await
+        .unwrap()
+}
+
+/// The real router on a fresh database, with a token for each scope.
+#[derive(Clone)]
+pub struct TestApp {
+    pub pool: PgPool,
+    pub router: Router,
+    pub read: String,
+    pub ingest: String,
+    pub schedule: String,
+    pub admin: String,
+}
+
+/// A response, its body parsed as JSON (or `Value::String` when it is not JSON).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    /// Fields named by a problem document's `errors`.
+    pub fn error_fields(&self) -> Vec<String> {
+        self.body["errors"]
+            .as_array()
+            .map(|errors| {
+                errors
+                    .iter()
+                    .map(|e| e["field"].as_str().unwrap_or_default().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+
+    /// Assert this is a problem document with `status`.
+    #[track_caller]
+    pub fn assert_problem(&self, status: StatusCode) {
+        assert_eq!(self.status, status, "{:#}", self.body);
+        assert_eq!(
+            self.content_type(),
+            "application/problem+json",
+            "{:#}",
+            self.body
+        );
+        assert_eq!(self.body["status"], status.as_u16(), "{:#}", self.body);
+        assert!(self.body["type"].is_string() && self.body["title"].is_string());
+        assert!(self.body["detail"].is_string());
+    }
+
+    /// Assert a problem with `status` whose `errors` name `field`.
+    #[track_caller]
+    pub fn assert_field_error(&self, status: StatusCode, field: &str) {
+        self.assert_problem(status);
+        assert!(
+            self.error_fields().iter().any(|f| f == field),
+            "expected an error on {field}: {:#}",
+            self.body
+        );
+    }
+}
+
+impl TestApp {
+    pub async fn new() -> TestApp {
+        TestApp::with_settings(Settings::default()).await
+    }
+
+    pub async fn with_settings(settings: Settings) -> TestApp {
+        let pool = fresh_pool().await;
+        let token = |scope: Scope| {
+            let pool = pool.clone();
+            async move {
+                http::tokens::create(&pool, scope.as_str(), &[scope], None)
+                    .await
+                    .unwrap()
+                    .token
+            }
+        };
+        TestApp {
+            read: token(Scope::Read).await,
+            ingest: token(Scope::Ingest).await,
+            schedule: token(Scope::Schedule).await,
+            admin: token(Scope::Admin).await,
+            router: http::router(pool.clone(), settings),
+            pool,
+        }
+    }
+
+    pub async fn send(&self, request: Request<Body>) -> Reply {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> Reply {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let request = match body {
+            Some(body) => request
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(body).unwrap())),
+            None => request.body(Body::empty()),
+        };
+        self.send(request.unwrap()).await
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Reply {
+        self.call(Method::GET, path, Some(token), None).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: &Value) -> Reply {
+        self.call(Method::POST, path, Some(token), Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, token: &str, body: &Value) -> Reply {
+        self.call(Method::PUT, path, Some(token), Some(body)).await
+    }
+
+    /// Store a run and assert it was created.
+    pub async fn ingest(&self, run: &Value) -> i64 {
+        let reply = self.post("/v1/runs", &self.ingest, run).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        reply.body["run"]["id"].as_i64().unwrap()
+    }
+
+    pub async fn run_count(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM runs")
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
+}
+
+/// A valid run; tests change what they need.
+pub fn run(app: &str, job_id: &str, nodes: i64) -> Value {
+    serde_json::json!({
+        "app": app,
+        "source": "clusterA",
+        "job_id": job_id,
+        "nodes": nodes,
+        "energy_j": 1000.0 * nodes as f64 * 600.0,
+        "avg_power_w": 1000.0 * nodes as f64,
+    })
+}
