@@ -54,6 +54,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     telemetry::init_metrics();
+    // Claim the address first: a port in use fails at once, before any database work.
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
     let db = db::open(global, Sharing::Exclusive).await?;
     if !args.no_migrate {
         db::migrate(&db.pool).await?;
@@ -61,10 +65,6 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
     if let Some(cluster) = &db.cluster {
         bootstrap_admin_token(&db.pool, &cluster.layout().admin_token_file).await?;
     }
-
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listening on {}", args.listen))?;
     tracing::info!(address = %listener.local_addr()?, "Joulecast is listening");
 
     let router = http::router(

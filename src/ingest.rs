@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use sqlx::PgPool;
 
-use crate::store::{self, runs::Derived, runs::Inserted, runs::NewRun, runs::RunRow};
+use crate::store::{self, runs::Derived, runs::Inserted, runs::NewRun};
 use crate::validate::{self, Errors, FieldError};
 
 /// EtS, APC × TtS and start/end times may disagree by at most this fraction.
@@ -318,7 +318,7 @@ pub async fn ingest(
             Ok(run) => match first.get(&(run.source.as_str(), run.job_id.as_str())) {
                 Some(&j) => {
                     let earlier = items[j].as_ref().expect("first occurrences are valid");
-                    let differences = differences(run, &Stored::from(earlier))
+                    let differences = differences(run, earlier)
                         .into_iter()
                         .map(|d| {
                             let reason = format!("{} (item {j} of this batch)", d.reason);
@@ -361,7 +361,7 @@ pub async fn ingest(
                     .map(|(inserted, run)| match inserted {
                         Inserted::Created(id) => Outcome::Created(id),
                         Inserted::Existing(row) => {
-                            let differences = differences(run, &Stored::from(row.as_ref()));
+                            let differences = differences(run, &NewRun::from(row.as_ref()));
                             if differences.is_empty() {
                                 Outcome::Duplicate(row.id)
                             } else {
@@ -426,120 +426,45 @@ fn finish(mut outcomes: Vec<Option<Outcome>>, repeats: Vec<Repeat>, committed: b
     }
 }
 
-/// The fields of a run that make it "the same run", wherever it comes from.
-struct Stored<'a> {
-    app: &'a str,
-    nodes: i32,
-    node_list: Option<&'a [String]>,
-    energy_j: f64,
-    avg_power_w: f64,
-    duration_s: f64,
-    started_at: Option<DateTime<Utc>>,
-    ended_at: Option<DateTime<Utc>>,
-    quality: f64,
-    account: Option<&'a str>,
-}
-
-impl<'a> From<&'a NewRun> for Stored<'a> {
-    fn from(r: &'a NewRun) -> Self {
-        Stored {
-            app: &r.app,
-            nodes: r.nodes,
-            node_list: r.node_list.as_deref(),
-            energy_j: r.energy_j,
-            avg_power_w: r.avg_power_w,
-            duration_s: r.duration_s,
-            started_at: r.started_at,
-            ended_at: r.ended_at,
-            quality: r.quality,
-            account: r.account.as_deref(),
+/// How `new` differs from `stored`, field by field (all but the key). Quantities
+/// are compared with a relative tolerance of 1e-9, so a resend that spells out
+/// the derived quantity still counts as the same run.
+fn differences(new: &NewRun, stored: &NewRun) -> Vec<FieldError> {
+    fn differ<T: PartialEq + std::fmt::Debug>(
+        out: &mut Vec<FieldError>,
+        field: &str,
+        new: T,
+        stored: T,
+    ) {
+        if new != stored {
+            let reason = format!("stored value is {stored:?}, this one is {new:?}");
+            out.push(FieldError::new(field, reason));
         }
     }
-}
-
-impl<'a> From<&'a RunRow> for Stored<'a> {
-    fn from(r: &'a RunRow) -> Self {
-        Stored {
-            app: &r.app,
-            nodes: r.nodes,
-            node_list: r.node_list.as_deref(),
-            energy_j: r.energy_j,
-            avg_power_w: r.avg_power_w,
-            duration_s: r.duration_s,
-            started_at: r.started_at,
-            ended_at: r.ended_at,
-            quality: r.quality,
-            account: r.account.as_deref(),
+    // Equal within the tolerance compares as equal; otherwise the values themselves.
+    fn quantity(new: f64, stored: f64) -> (f64, f64) {
+        if (new - stored).abs() <= 1e-9 * new.abs().max(stored.abs()) {
+            (stored, stored)
+        } else {
+            (new, stored)
         }
     }
-}
-
-/// How `new` differs from `stored`, field by field. Quantities are compared
-/// with a relative tolerance of 1e-9, so a resend that derives the third
-/// quantity from the other two still counts as the same run.
-fn differences(new: &NewRun, stored: &Stored<'_>) -> Vec<FieldError> {
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
-    }
-    fn differ(out: &mut Vec<FieldError>, field: &str, sent: String, stored: String) {
-        out.push(FieldError::new(
-            field,
-            format!("stored value is {stored}, this one is {sent}"),
-        ));
-    }
-    fn show<T: std::fmt::Debug>(value: &T) -> String {
-        format!("{value:?}")
-    }
-    let new = Stored::from(new);
     let mut out = Vec::new();
-    if new.app != stored.app {
-        differ(&mut out, "app", show(&new.app), show(&stored.app));
-    }
-    if new.nodes != stored.nodes {
-        differ(&mut out, "nodes", show(&new.nodes), show(&stored.nodes));
-    }
-    if new.node_list != stored.node_list {
-        differ(
-            &mut out,
-            "node_list",
-            show(&new.node_list),
-            show(&stored.node_list),
-        );
-    }
-    for (field, a, b) in [
+    differ(&mut out, "app", &new.app, &stored.app);
+    differ(&mut out, "nodes", new.nodes, stored.nodes);
+    differ(&mut out, "node_list", &new.node_list, &stored.node_list);
+    for (field, n, s) in [
         ("energy_j", new.energy_j, stored.energy_j),
         ("avg_power_w", new.avg_power_w, stored.avg_power_w),
         ("duration_s", new.duration_s, stored.duration_s),
         ("quality", new.quality, stored.quality),
     ] {
-        if !close(a, b) {
-            differ(&mut out, field, a.to_string(), b.to_string());
-        }
+        let (n, s) = quantity(n, s);
+        differ(&mut out, field, n, s);
     }
-    if new.started_at != stored.started_at {
-        differ(
-            &mut out,
-            "started_at",
-            show(&new.started_at),
-            show(&stored.started_at),
-        );
-    }
-    if new.ended_at != stored.ended_at {
-        differ(
-            &mut out,
-            "ended_at",
-            show(&new.ended_at),
-            show(&stored.ended_at),
-        );
-    }
-    if new.account != stored.account {
-        differ(
-            &mut out,
-            "account",
-            show(&new.account),
-            show(&stored.account),
-        );
-    }
+    differ(&mut out, "started_at", new.started_at, stored.started_at);
+    differ(&mut out, "ended_at", new.ended_at, stored.ended_at);
+    differ(&mut out, "account", &new.account, &stored.account);
     out
 }
 
@@ -800,7 +725,7 @@ mod tests {
             now(),
         )
         .unwrap();
-        assert!(differences(&explicit, &Stored::from(&first)).is_empty());
+        assert!(differences(&explicit, &first).is_empty());
         let changed = validate(
             RunDraft {
                 energy_j: Some(1_100_000.0),
@@ -809,7 +734,7 @@ mod tests {
             now(),
         )
         .unwrap();
-        let diff = differences(&changed, &Stored::from(&first));
+        let diff = differences(&changed, &first);
         assert_eq!(fields(&diff), ["energy_j", "duration_s"]);
     }
 }

@@ -176,6 +176,16 @@ impl From<sqlx::Error> for ApiError {
                 tracing::warn!(%error, "database unavailable");
                 ApiError::Unavailable("the database is unavailable; retry later")
             }
+            // Connection exceptions (08), insufficient resources (53) and operator
+            // intervention such as a server shutting down (57P): not the client's doing.
+            sqlx::Error::Database(db)
+                if db.code().is_some_and(|c| {
+                    c.starts_with("08") || c.starts_with("53") || c.starts_with("57P")
+                }) =>
+            {
+                tracing::warn!(%error, "database unavailable");
+                ApiError::Unavailable("the database is unavailable; retry later")
+            }
             sqlx::Error::Database(db) if db.is_unique_violation() => ApiError::Conflict {
                 detail: "the resource already exists".into(),
                 errors: vec![],

@@ -74,6 +74,27 @@ impl RunRow {
     }
 }
 
+/// The stored run's values, to compare with a resent one.
+impl From<&RunRow> for NewRun {
+    fn from(r: &RunRow) -> Self {
+        NewRun {
+            app: r.app.clone(),
+            source: r.source.clone(),
+            job_id: r.job_id.clone(),
+            nodes: r.nodes,
+            node_list: r.node_list.clone(),
+            energy_j: r.energy_j,
+            avg_power_w: r.avg_power_w,
+            duration_s: r.duration_s,
+            derived: r.derived(),
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+            quality: r.quality,
+            account: r.account.clone(),
+        }
+    }
+}
+
 /// What happened to one run of a batch.
 #[derive(Debug)]
 pub enum Inserted {

@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -154,12 +154,16 @@ fn wait_until(what: &str, condition: impl Fn() -> bool) {
     }
 }
 
-fn tempdir() -> tempfile::TempDir {
+/// A data directory of its own (removed with the returned guard) and its layout.
+fn data_dir() -> (tempfile::TempDir, PathBuf, Layout) {
     // Under /tmp, which the unprivileged cluster user can enter when we are root.
-    tempfile::Builder::new()
+    let dir = tempfile::Builder::new()
         .prefix("joulecast-embedded-")
         .tempdir_in(std::env::temp_dir())
-        .unwrap()
+        .unwrap();
+    let data_dir = dir.path().join("data");
+    let layout = Layout::new(&data_dir).unwrap();
+    (dir, data_dir, layout)
 }
 
 fn sample_run(job_id: &str) -> Value {
@@ -169,9 +173,7 @@ fn sample_run(job_id: &str) -> Value {
 
 #[test]
 fn the_embedded_default_keeps_its_data_across_a_clean_restart() {
-    let dir = tempdir();
-    let data_dir = dir.path().join("data");
-    let layout = Layout::new(&data_dir).unwrap();
+    let (_dir, data_dir, layout) = data_dir();
 
     let service = Service::start(&data_dir);
     let token = admin_token(&data_dir);
@@ -220,9 +222,7 @@ fn the_embedded_default_keeps_its_data_across_a_clean_restart() {
 
 #[test]
 fn the_embedded_default_recovers_after_a_crash() {
-    let dir = tempdir();
-    let data_dir = dir.path().join("data");
-    let layout = Layout::new(&data_dir).unwrap();
+    let (_dir, data_dir, layout) = data_dir();
 
     let service = Service::start(&data_dir);
     let token = admin_token(&data_dir);
@@ -253,9 +253,7 @@ fn the_embedded_default_recovers_after_a_crash() {
 
 #[test]
 fn a_server_left_running_on_the_data_directory_is_replaced() {
-    let dir = tempdir();
-    let data_dir = dir.path().join("data");
-    let layout = Layout::new(&data_dir).unwrap();
+    let (_dir, data_dir, layout) = data_dir();
     assert!(Service::start(&data_dir).stop().success());
 
     // A server on our data directory that no Joulecast owns (as after a crash
@@ -301,9 +299,7 @@ fn a_server_left_running_on_the_data_directory_is_replaced() {
 
 #[test]
 fn a_stale_pid_file_naming_another_process_does_not_block_start_up() {
-    let dir = tempdir();
-    let data_dir = dir.path().join("data");
-    let layout = Layout::new(&data_dir).unwrap();
+    let (_dir, data_dir, layout) = data_dir();
     assert!(Service::start(&data_dir).stop().success());
     // After a crash, the pid in the file may belong to an unrelated live process.
     let pid_file = layout.pg_dir.join("postmaster.pid");
@@ -318,8 +314,7 @@ fn a_stale_pid_file_naming_another_process_does_not_block_start_up() {
 
 #[test]
 fn token_create_uses_the_cluster_of_the_running_service() {
-    let dir = tempdir();
-    let data_dir = dir.path().join("data");
+    let (_dir, data_dir, _) = data_dir();
     let service = Service::start(&data_dir);
     let output: Output = command(&data_dir)
         .args(["token", "create", "--scope", "read", "--name", "dashboard"])
@@ -355,8 +350,8 @@ fn token_create_uses_the_cluster_of_the_running_service() {
 
 #[test]
 fn missing_postgres_binaries_are_explained() {
-    let dir = tempdir();
-    let output = command(&dir.path().join("data"))
+    let (_dir, data_dir, _) = data_dir();
+    let output = command(&data_dir)
         .env("JOULECAST_PG_BIN_DIR", "/nonexistent/bin")
         .output()
         .unwrap();

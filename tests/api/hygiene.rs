@@ -161,14 +161,26 @@ async fn a_request_over_the_time_limit_is_a_503_problem() {
         router: http::router(
             app.pool.clone(),
             Settings {
-                request_timeout: std::time::Duration::from_nanos(1),
+                request_timeout: std::time::Duration::from_millis(200),
                 ..Settings::default()
             },
         ),
-        ..app
+        ..app.clone()
     };
-    // Readiness needs a database round trip, which cannot finish in 1 ns.
+    // Hold a lock that the readiness check's query must wait for.
+    let mut blocker = app.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE _sqlx_migrations IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
     let reply = hurried.call(Method::GET, "/readyz", None, None).await;
     reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(reply.body["type"], "urn:joulecast:problem:timeout");
+    blocker.rollback().await.unwrap();
+    let reply = hurried.call(Method::GET, "/readyz", None, None).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "ready again once the lock is gone"
+    );
 }
