@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::tokens::Scope;
@@ -129,7 +130,7 @@ pub struct ServeArgs {
 
     /// Let anyone read (applications, runs, predictions) without a token, for
     /// dashboards. Writes still need a token.
-    #[arg(long, env = "JOULECAST_PUBLIC_READ")]
+    #[arg(long, env = "JOULECAST_PUBLIC_READ", value_parser = BoolishValueParser::new())]
     pub public_read: bool,
 
     /// Time limit for one request, in seconds.
@@ -147,7 +148,7 @@ pub struct ServeArgs {
     pub shutdown_timeout_s: u64,
 
     /// Do not apply migrations at start-up (apply them with `joulecast migrate`).
-    #[arg(long, env = "JOULECAST_NO_MIGRATE")]
+    #[arg(long, env = "JOULECAST_NO_MIGRATE", value_parser = BoolishValueParser::new())]
     pub no_migrate: bool,
 }
 

@@ -281,8 +281,9 @@ impl RunAs {
             .map_err(io_context(format!("setting the mode of {}", dir.display())))
     }
 
-    /// When we switch users, every ancestor of the data directory must let the
-    /// cluster user through; say so plainly instead of letting initdb fail.
+    /// When we switch users, every existing ancestor of the data directory must
+    /// let the cluster user through; say so plainly (before creating anything)
+    /// instead of letting initdb fail.
     fn check_reachable(&self, dir: &Path) -> Result<()> {
         if !self.switch {
             return Ok(());
@@ -360,6 +361,7 @@ impl Cluster {
 
         // Traversable but not listable by the cluster user when it is someone else.
         let data_mode = if run_as.switch { 0o711 } else { 0o700 };
+        run_as.check_reachable(&layout.data_dir)?;
         fs::DirBuilder::new()
             .recursive(true)
             .mode(data_mode)
@@ -368,7 +370,6 @@ impl Cluster {
                 "creating {}",
                 layout.data_dir.display()
             )))?;
-        run_as.check_reachable(&layout.data_dir)?;
 
         let lock = try_lock(&layout)?.ok_or_else(|| ClusterError::Busy(layout.data_dir.clone()))?;
 

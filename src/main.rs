@@ -13,7 +13,6 @@ async fn main() -> ExitCode {
     match joulecast::cli::run(cli).await {
         Ok(code) => code,
         Err(error) => {
-            tracing::error!("{error:#}");
             eprintln!("joulecast: {error:#}");
             ExitCode::FAILURE
         }

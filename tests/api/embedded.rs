@@ -19,6 +19,12 @@ const BIN: &str = env!("CARGO_BIN_EXE_joulecast");
 
 fn command(data_dir: &Path) -> Command {
     let mut command = Command::new(BIN);
+    // Only the settings chosen here, whatever the environment holds.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("JOULECAST_") {
+            command.env_remove(name);
+        }
+    }
     command
         .env_remove("DATABASE_URL")
         .env("JOULECAST_DATA_DIR", data_dir)
@@ -146,7 +152,7 @@ fn server_running(pg_dir: &Path) -> bool {
     })
 }
 
-fn wait_until(what: &str, condition: impl Fn() -> bool) {
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !condition() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
@@ -386,4 +392,60 @@ fn help_documents_every_setting_and_its_environment_variable() {
     let spec = Command::new(BIN).arg("openapi").output().unwrap();
     let spec: Value = serde_json::from_slice(&spec.stdout).unwrap();
     assert!(spec["paths"]["/v1/runs"].is_object());
+}
+
+#[test]
+fn sigterm_lets_in_flight_requests_finish_before_stopping() {
+    let (_dir, data_dir, layout) = data_dir();
+    let service = Service::start(&data_dir);
+    let port = service.port;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Make the readiness check wait on a lock held here.
+    let options = sqlx::postgres::PgConnectOptions::new_without_pgpass()
+        .socket(&layout.socket_dir)
+        .port(joulecast::embedded::SOCKET_PORT)
+        .username(joulecast::embedded::SUPERUSER)
+        .database(joulecast::db::EMBEDDED_DATABASE);
+    let mut blocker = runtime.block_on(async {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect_with(&options).await.unwrap();
+        sqlx::query("BEGIN").execute(&mut conn).await.unwrap();
+        sqlx::query("LOCK TABLE _sqlx_migrations IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        conn
+    });
+    let in_flight = std::thread::spawn(move || http(port, "GET", "/readyz", None, None));
+    wait_until("the request waits on the lock", || {
+        runtime.block_on(async {
+            sqlx::query_scalar::<_, i64>("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                .fetch_one(&mut blocker)
+                .await
+                .unwrap()
+                > 0
+        })
+    });
+
+    service.signal(Signal::SIGTERM);
+    wait_until("the service stops accepting connections", || {
+        TcpStream::connect(("127.0.0.1", port)).is_err()
+    });
+    // A slow request: longer than the service would wait for idle connections
+    // alone, well within its drain time (10 s by default).
+    std::thread::sleep(Duration::from_secs(3));
+    let mut service = service;
+    assert!(
+        service.child.try_wait().unwrap().is_none(),
+        "the service waits for its in-flight request"
+    );
+    runtime.block_on(async {
+        sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+    });
+    let (status, body) = in_flight.join().unwrap();
+    assert_eq!(status, 200, "the in-flight request was answered: {body}");
+    assert!(service.stop().success());
 }
