@@ -182,10 +182,12 @@ impl FromStr for DatabaseUrl {
 
 impl fmt::Debug for DatabaseUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Keep the scheme and host part, drop credentials.
-        let shown = match self.0.split_once('@') {
+        // Keep host, port and database; drop credentials and parameters
+        // (which may carry a password too).
+        let without_query = self.0.split('?').next().unwrap_or_default();
+        let shown = match without_query.rsplit_once('@') {
             Some((_, host)) => format!("postgres://***@{host}"),
-            None => self.0.clone(),
+            None => without_query.to_owned(),
         };
         f.write_str(&shown)
     }
@@ -207,6 +209,9 @@ mod tests {
         let shown = format!("{url:?}");
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("db:5432/joulecast"), "{shown}");
+        let url: DatabaseUrl = "postgres://db/joulecast?password=s3cret".parse().unwrap();
+        let shown = format!("{url:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
     }
 
     #[test]

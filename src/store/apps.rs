@@ -32,20 +32,27 @@ pub struct AppMetadata {
     pub allowed_rmse_pct: Option<f64>,
 }
 
+/// The applications of a batch of runs.
+#[derive(Debug)]
+pub struct BatchApps {
+    /// Each tag's id.
+    pub ids: HashMap<String, i64>,
+    /// The ids of those created just now.
+    pub created: Vec<i64>,
+}
+
 /// Create the applications named by `tags` that do not exist yet, and lock
 /// all of them (in id order, so concurrent batches cannot deadlock) until the
-/// transaction ends. Returns each tag's id.
-pub async fn ensure_and_lock(
-    conn: &mut PgConnection,
-    tags: &[&str],
-) -> sqlx::Result<HashMap<String, i64>> {
-    sqlx::query(
+/// transaction ends.
+pub async fn ensure_and_lock(conn: &mut PgConnection, tags: &[&str]) -> sqlx::Result<BatchApps> {
+    let created: Vec<i64> = sqlx::query_scalar(
         "INSERT INTO applications (tag)
          SELECT tag FROM unnest($1::text[]) AS t(tag) ORDER BY tag
-         ON CONFLICT (tag) DO NOTHING",
+         ON CONFLICT (tag) DO NOTHING
+         RETURNING id",
     )
     .bind(tags)
-    .execute(&mut *conn)
+    .fetch_all(&mut *conn)
     .await?;
     let rows: Vec<(i64, String)> = sqlx::query_as(
         "SELECT id, tag FROM applications WHERE tag = ANY($1) ORDER BY id FOR UPDATE",
@@ -53,7 +60,23 @@ pub async fn ensure_and_lock(
     .bind(tags)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(rows.into_iter().map(|(id, tag)| (tag, id)).collect())
+    Ok(BatchApps {
+        ids: rows.into_iter().map(|(id, tag)| (tag, id)).collect(),
+        created,
+    })
+}
+
+/// Remove applications created by this transaction that received no run after
+/// all (their only runs were conflicts): a rejected run leaves no trace.
+pub async fn remove_unused(conn: &mut PgConnection, ids: &[i64]) -> sqlx::Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    sqlx::query("DELETE FROM applications WHERE id = ANY($1) AND run_count = 0")
+        .bind(ids)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
 }
 
 /// Create or replace an application's metadata. Returns the row and whether it

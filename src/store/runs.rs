@@ -122,7 +122,7 @@ pub async fn insert_batch(
     let mut tags: Vec<&str> = runs.iter().map(|r| r.app.as_str()).collect();
     tags.sort_unstable();
     tags.dedup();
-    let app_ids = apps::ensure_and_lock(&mut *conn, &tags).await?;
+    let apps = apps::ensure_and_lock(&mut *conn, &tags).await?;
 
     // Insert in key order so that concurrent batches take index locks in the
     // same order and cannot deadlock on each other.
@@ -165,7 +165,7 @@ pub async fn insert_batch(
          )
          SELECT id, source, job_id FROM inserted",
     )
-    .bind(sorted.iter().map(|r| app_ids[r.app.as_str()]).collect::<Vec<i64>>())
+    .bind(sorted.iter().map(|r| apps.ids[r.app.as_str()]).collect::<Vec<i64>>())
     .bind(sorted.iter().map(|r| r.source.as_str()).collect::<Vec<_>>())
     .bind(sorted.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>())
     .bind(sorted.iter().map(|r| r.nodes).collect::<Vec<_>>())
@@ -186,6 +186,8 @@ pub async fn insert_batch(
     .bind(sorted.iter().map(|r| r.account.as_deref()).collect::<Vec<_>>())
     .fetch_all(&mut *conn)
     .await?;
+
+    apps::remove_unused(&mut *conn, &apps.created).await?;
 
     let mut created: HashMap<(String, String), i64> = created
         .into_iter()

@@ -104,6 +104,9 @@ async fn resending_the_same_run_is_a_duplicate_and_different_values_a_conflict()
     other_app["energy_j"] = json!(4_800_000.0);
     let conflict = app.post("/v1/runs", &app.ingest, &other_app).await;
     conflict.assert_field_error(StatusCode::CONFLICT, "app");
+    app.get("/v1/apps/gromacs", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
 
     assert_eq!(app.run_count().await, 1, "never double-counted");
     let apps = app.get("/v1/apps/lammps", &app.read).await;
