@@ -47,8 +47,8 @@ pub fn init_metrics() {
     metrics_handle();
 }
 
-/// `GET /metrics`: Prometheus text exposition.
-pub async fn render_metrics() -> String {
+/// The metrics in Prometheus text exposition format.
+pub fn render_metrics() -> String {
     match metrics_handle() {
         Some(handle) => {
             handle.run_upkeep();

@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, Problem};
-use crate::db;
+use crate::{db, telemetry};
 
 #[derive(Serialize, ToSchema)]
 pub struct Health {
@@ -34,4 +34,19 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
         .await
         .map_err(ApiError::Unavailable)?;
     Ok(Json(Health { status: "ready" }))
+}
+
+/// Prometheus metrics (text exposition format): `http_requests_total` and
+/// `http_request_duration_seconds` by method, route and status. No token needed.
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "Metrics", body = String,
+               content_type = "text/plain; version=0.0.4")))]
+pub async fn metrics() -> ([(axum::http::HeaderName, &'static str); 1], String) {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        telemetry::render_metrics(),
+    )
 }

@@ -62,6 +62,7 @@ fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))
+        .routes(routes!(health::metrics))
         .routes(routes!(runs::create_run))
         .routes(routes!(runs::create_batch))
         .routes(routes!(runs::get_run))
@@ -87,10 +88,6 @@ pub fn router(pool: PgPool, settings: Settings) -> Router {
         settings: Arc::new(settings),
     };
     api.merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
-        .route(
-            "/metrics",
-            axum::routing::get(crate::telemetry::render_metrics),
-        )
         .fallback(not_found)
         .with_state(state)
         .layer(

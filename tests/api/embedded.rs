@@ -109,8 +109,13 @@ impl Service {
     }
 
     /// SIGTERM, and the exit status.
-    fn stop(mut self) -> std::process::ExitStatus {
-        self.signal(Signal::SIGTERM);
+    fn stop(self) -> std::process::ExitStatus {
+        self.stop_with(Signal::SIGTERM)
+    }
+
+    /// Send `signal` (SIGTERM, or SIGINT as Ctrl-C does), and the exit status.
+    fn stop_with(mut self, signal: Signal) -> std::process::ExitStatus {
+        self.signal(signal);
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -448,4 +453,47 @@ fn sigterm_lets_in_flight_requests_finish_before_stopping() {
     let (status, body) = in_flight.join().unwrap();
     assert_eq!(status, 200, "the in-flight request was answered: {body}");
     assert!(service.stop().success());
+}
+
+#[tokio::test]
+async fn with_database_url_the_service_uses_that_server() {
+    let url = crate::support::fresh_database_url().await;
+    let (_dir, data_dir, layout) = data_dir();
+    let token = command(&data_dir)
+        .env("DATABASE_URL", &url)
+        .args(["token", "create", "--scope", "ingest,read"])
+        .output()
+        .unwrap();
+    assert!(
+        token.status.success(),
+        "{}",
+        String::from_utf8_lossy(&token.stderr)
+    );
+    let token = String::from_utf8(token.stdout).unwrap().trim().to_owned();
+
+    let port = free_port();
+    let child = command(&data_dir)
+        .env("DATABASE_URL", &url)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .spawn()
+        .unwrap();
+    let service = Service { child, port };
+    wait_until("the service is ready", || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+            && http(port, "GET", "/readyz", None, None).0 == 200
+    });
+    let (status, body) = http(
+        port,
+        "POST",
+        "/v1/runs",
+        Some(&token),
+        Some(&sample_run("1")),
+    );
+    assert_eq!(status, 201, "{body}");
+    assert!(service.stop().success());
+    assert!(!layout.pg_dir.exists(), "no embedded cluster was created");
+    assert!(
+        !layout.admin_token_file.exists(),
+        "no bootstrap token for an external server"
+    );
 }

@@ -24,6 +24,8 @@ use tower::ServiceExt;
 
 struct Server {
     options: PgConnectOptions,
+    /// How a separate process reaches the server, with `{db}` for the database.
+    url_template: String,
     template: String,
     _cluster: Option<Cluster>,
 }
@@ -34,8 +36,20 @@ static NEXT_DB: AtomicUsize = AtomicUsize::new(0);
 async fn server() -> &'static Server {
     SERVER
         .get_or_init(|| async {
-            let (options, cluster) = match std::env::var("DATABASE_URL") {
-                Ok(url) => (url.parse::<PgConnectOptions>().expect("DATABASE_URL"), None),
+            let (options, url_template, cluster) = match std::env::var("DATABASE_URL") {
+                Ok(url) => {
+                    let options = url.parse::<PgConnectOptions>().expect("DATABASE_URL");
+                    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
+                    let (server, _) = base
+                        .rsplit_once('/')
+                        .expect("DATABASE_URL names a database");
+                    let query = if query.is_empty() {
+                        String::new()
+                    } else {
+                        format!("?{query}")
+                    };
+                    (options, format!("{server}/{{db}}{query}"), None)
+                }
                 Err(_) => {
                     let cluster = tokio::task::spawn_blocking(start_throwaway_cluster)
                         .await
@@ -45,7 +59,12 @@ async fn server() -> &'static Server {
                         .port(joulecast::embedded::SOCKET_PORT)
                         .username(joulecast::embedded::SUPERUSER)
                         .database("postgres");
-                    (options, Some(cluster))
+                    let url = format!(
+                        "postgres://{}@localhost/{{db}}?host={}",
+                        joulecast::embedded::SUPERUSER,
+                        cluster.layout().socket_dir.display()
+                    );
+                    (options, url, Some(cluster))
                 }
             };
             let template = format!("jct_template_{}", std::process::id());
@@ -63,6 +82,7 @@ async fn server() -> &'static Server {
             conn.close().await.unwrap();
             Server {
                 options,
+                url_template,
                 template,
                 _cluster: cluster,
             }
@@ -104,6 +124,12 @@ pub async fn fresh_pool() -> PgPool {
 pub async fn empty_pool() -> PgPool {
     let name = fresh_database(false).await;
     connect(&name).await
+}
+
+/// A `DATABASE_URL` for a fresh, empty database, for another process.
+pub async fn fresh_database_url() -> String {
+    let name = fresh_database(false).await;
+    server().await.url_template.replace("{db}", &name)
 }
 
 async fn fresh_database(migrated: bool) -> String {
