@@ -97,9 +97,11 @@ pub struct AppMetadataInput {
     pub scaling_mode: ScalingMode,
     /// At most 4096 characters; default empty.
     #[serde(default)]
+    #[schema(max_length = 4096)]
     pub description: String,
     /// Allowed %RMSE of the predictor, in (0, 100]; `null` or absent for the
     /// service default (2 %).
+    #[schema(exclusive_minimum = 0.0, maximum = 100.0)]
     pub allowed_rmse_pct: Option<f64>,
 }
 
@@ -112,7 +114,8 @@ fn check_tag(tag: &str) -> Result<(), ApiError> {
 
 /// Create an application or replace its metadata.
 #[utoipa::path(put, path = "/v1/apps/{app}", tag = "apps",
-    params(("app" = String, Path, description = "Application tag")),
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$")),
     request_body = AppMetadataInput,
     security(("bearer" = ["admin"])),
     responses(
@@ -122,6 +125,9 @@ fn check_tag(tag: &str) -> Result<(), ApiError> {
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid metadata", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn put_app(
     _: Authorized<auth::Admin>,
@@ -164,12 +170,15 @@ pub async fn put_app(
 
 /// Get one application.
 #[utoipa::path(get, path = "/v1/apps/{app}", tag = "apps",
-    params(("app" = String, Path, description = "Application tag")),
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$")),
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The application", body = App),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Bad path or query parameter, or malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get_app(
     _: Authorized<auth::Read>,
@@ -191,6 +200,7 @@ async fn find_app(state: &AppState, tag: &str) -> ApiResult<AppRow> {
 #[into_params(parameter_in = Query)]
 pub struct PageParams {
     /// Page size, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -212,6 +222,7 @@ pub struct AppPage {
         (status = 200, description = "One page of applications", body = AppPage),
         (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list_apps(
     _: Authorized<auth::Read>,
@@ -219,9 +230,7 @@ pub async fn list_apps(
     Query(params): Query<PageParams>,
 ) -> ApiResult<axum::Json<AppPage>> {
     let limit = page::limit(params.limit)?;
-    let after = params
-        .cursor
-        .as_deref()
+    let after = page::cursor(params.cursor.as_deref())
         .map(|c| page::decode("apps", c))
         .transpose()?;
     let mut rows = store::apps::list(&state.pool, after.as_deref(), limit + 1).await?;
@@ -249,16 +258,20 @@ fn next_cursor<T>(rows: &mut Vec<T>, limit: i64, cursor: impl Fn(&T) -> String) 
 #[into_params(parameter_in = Query)]
 pub struct RunListParams {
     /// Only runs on exactly this many nodes.
+    #[param(minimum = 1)]
     pub nodes: Option<i32>,
     /// Only runs on at least this many nodes.
+    #[param(minimum = 1)]
     pub min_nodes: Option<i32>,
     /// Only runs on at most this many nodes.
+    #[param(minimum = 1)]
     pub max_nodes: Option<i32>,
     /// Only runs that finished at or after this time (RFC 3339).
     pub from: Option<DateTime<Utc>>,
     /// Only runs that finished before this time (RFC 3339).
     pub to: Option<DateTime<Utc>>,
     /// Page size, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -277,13 +290,15 @@ pub struct RunPage {
 /// "Finished" is a run's `ended_at`, or its `ingested_at` when it reported no
 /// end time.
 #[utoipa::path(get, path = "/v1/apps/{app}/runs", tag = "apps",
-    params(("app" = String, Path, description = "Application tag"), RunListParams),
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"), RunListParams),
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "One page of runs", body = RunPage),
         (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list_app_runs(
     _: Authorized<auth::Read>,
@@ -321,7 +336,7 @@ pub async fn list_app_runs(
         return Err(ApiError::BadRequest(errors));
     }
     let limit = page::limit(params.limit)?;
-    let after_id = match params.cursor.as_deref() {
+    let after_id = match page::cursor(params.cursor.as_deref()) {
         Some(cursor) => page::decode("runs", cursor)?
             .parse::<i64>()
             .map_err(|_| ApiError::bad_request("cursor", "is not a cursor of this listing"))?,

@@ -20,6 +20,11 @@ pub fn limit(asked: Option<u32>) -> Result<i64, ApiError> {
     }
 }
 
+/// The cursor asked for; an empty `cursor=` means the first page.
+pub fn cursor(asked: Option<&str>) -> Option<&str> {
+    asked.filter(|c| !c.is_empty())
+}
+
 /// A cursor for the listing `kind`, continuing after `key`. Opaque to clients.
 pub fn encode(kind: &str, key: &str) -> String {
     URL_SAFE_NO_PAD.encode(format!("{kind}:{key}"))

@@ -23,37 +23,58 @@ use crate::validate::FieldError;
 pub struct RunInput {
     /// Application (energy) tag: 1–128 of `A-Z a-z 0-9 . _ : @ + = -`, starting
     /// with a letter or digit. Unknown tags are created (scaling mode `unknown`).
-    #[schema(example = "lammps-lj-2.4GHz")]
+    #[schema(
+        example = "lammps-lj-2.4GHz",
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+    )]
     pub app: String,
     /// The system the run comes from (e.g. the cluster name); with `job_id` it
     /// identifies the run. 1–64 characters, same set as `app`.
-    #[schema(example = "clusterA")]
+    #[schema(
+        example = "clusterA",
+        min_length = 1,
+        max_length = 64,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+    )]
     pub source: String,
     /// The job's id on `source`. 1–128 characters, same set as `app`.
-    #[schema(example = "884213")]
+    #[schema(
+        example = "884213",
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+    )]
     pub job_id: String,
     /// Node count, 1 to 1,000,000.
-    #[schema(example = 16)]
+    #[schema(example = 16, minimum = 1, maximum = 1_000_000)]
     pub nodes: i64,
     /// Names of the nodes used; exactly `nodes` distinct names.
     pub node_list: Option<Vec<String>>,
     /// Energy-to-solution, joules (> 0).
-    #[schema(example = 5_184_000.0)]
+    #[schema(example = 5_184_000.0, exclusive_minimum = 0.0)]
     pub energy_j: Option<f64>,
     /// Average power, watts (> 0; at most 100 kW per node).
-    #[schema(example = 3600.0)]
+    #[schema(example = 3600.0, exclusive_minimum = 0.0)]
     pub avg_power_w: Option<f64>,
     /// Time-to-solution, seconds (> 0). Must match `ended_at − started_at`
     /// within 5 % (or 1 s) when both times are given.
-    #[schema(example = 1440.0)]
+    #[schema(example = 1440.0, exclusive_minimum = 0.0)]
     pub duration_s: Option<f64>,
     /// RFC 3339; not before 1970, not more than a day in the future.
     pub started_at: Option<DateTime<Utc>>,
     /// RFC 3339; after `started_at`.
     pub ended_at: Option<DateTime<Utc>>,
     /// Measurement quality weight in (0, 1]; default 1.
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub quality: Option<f64>,
     /// Accounting project the run is charged to.
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+    )]
     pub account: Option<String>,
 }
 
@@ -154,6 +175,7 @@ pub struct RunAccepted {
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid run; `errors` names each field", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create_run(
     _: Authorized<auth::Ingest>,
@@ -206,7 +228,7 @@ pub async fn create_run(
 #[serde(deny_unknown_fields)]
 pub struct BatchInput {
     /// 1 to 10,000 runs.
-    #[schema(value_type = Vec<RunInput>)]
+    #[schema(value_type = Vec<RunInput>, min_items = 1, max_items = 10_000)]
     pub runs: Vec<serde_json::Value>,
     /// `false` (default): store every valid run and reject the others, item by
     /// item. `true`: store nothing unless every run is valid (422 otherwise).
@@ -273,6 +295,8 @@ pub struct BatchResult {
         (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty or oversized batch, or an atomic batch with a rejected run (nothing stored)", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create_batch(
     _: Authorized<auth::Ingest>,
@@ -376,6 +400,8 @@ fn batch_item(index: usize, outcome: Outcome) -> BatchItem {
         (status = 200, description = "The run", body = Run),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Bad path parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get_run(
     _: Authorized<auth::Read>,

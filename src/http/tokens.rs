@@ -18,9 +18,10 @@ use crate::validate::Errors;
 #[serde(deny_unknown_fields)]
 pub struct TokenInput {
     /// A name to recognise the token by, 1–128 characters.
-    #[schema(example = "slurm-prolog")]
+    #[schema(example = "slurm-prolog", min_length = 1, max_length = 128)]
     pub name: String,
     /// At least one of read, ingest, schedule, admin.
+    #[schema(min_items = 1)]
     pub scopes: Vec<Scope>,
     /// When the token stops working (RFC 3339); never if absent.
     pub expires_at: Option<DateTime<Utc>>,
@@ -70,6 +71,10 @@ pub struct CreatedToken {
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid name, scopes or expiry", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Bad path or query parameter, or malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create_token(
     _: Authorized<auth::Admin>,
@@ -123,6 +128,7 @@ pub struct TokenList {
         (status = 200, description = "All tokens", body = TokenList),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list_tokens(
     _: Authorized<auth::Admin>,
@@ -143,6 +149,8 @@ pub async fn list_tokens(
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such token", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Bad path or query parameter, or malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn revoke_token(
     _: Authorized<auth::Admin>,
