@@ -5,6 +5,7 @@
 //! rejected with reasons). A rejected item is never stored. With `atomic`, a
 //! batch with any rejected item stores nothing at all.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, DurationRound, Utc};
@@ -19,6 +20,8 @@ pub const CONSISTENCY_TOLERANCE: f64 = 0.05;
 pub const MAX_NODES: i64 = 1_000_000;
 /// Average power per node above this is taken for a unit mistake (mW for W).
 pub const MAX_POWER_PER_NODE_W: f64 = 100_000.0;
+/// Ten years: a longer run is taken for a unit mistake (ms sent as s).
+pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
 /// At most this far in the future (clock skew between systems).
 pub const FUTURE_TOLERANCE: Duration = Duration::days(1);
 pub const MAX_BATCH: usize = 10_000;
@@ -185,7 +188,8 @@ fn derive_quantities(
         (Some(e), Some(p), Some(d)) => {
             let product = p * d;
             let disagreement = (e - product).abs() / e.max(product);
-            if disagreement > CONSISTENCY_TOLERANCE {
+            // An overflowing product makes the ratio NaN: that is disagreement too.
+            if disagreement.is_nan() || disagreement > CONSISTENCY_TOLERANCE {
                 let reason = format!(
                     "energy_j ({e}) and avg_power_w × duration_s ({product}) differ by {:.1} %, \
                      more than {:.0} %",
@@ -214,6 +218,13 @@ fn derive_quantities(
             errors.add(derived.as_str(), format!("derived value {reason}"));
             return None;
         }
+    }
+    if d > MAX_DURATION_S {
+        errors.add(
+            "duration_s",
+            format!("{d} s is more than ten years; is the unit seconds?"),
+        );
+        return None;
     }
     Some((e, p, d, derived))
 }
@@ -260,9 +271,8 @@ pub enum Outcome {
     Created(i64),
     Duplicate(i64),
     Invalid(Vec<FieldError>),
-    /// The key is taken by a run with other values: the stored run (`None`
-    /// when the clash is only with an earlier item of the batch that was not
-    /// stored).
+    /// The key names a run with other values: the stored run, or `None` in a
+    /// refused atomic batch whose items of one key disagree.
     Conflict {
         run_id: Option<i64>,
         differences: Vec<FieldError>,
@@ -275,13 +285,6 @@ impl Outcome {
     pub fn is_rejected(&self) -> bool {
         matches!(self, Outcome::Invalid(_) | Outcome::Conflict { .. })
     }
-
-    fn stored_id(&self) -> Option<i64> {
-        match self {
-            Outcome::Created(id) | Outcome::Duplicate(id) => Some(*id),
-            _ => None,
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -291,139 +294,151 @@ pub struct Ingested {
     pub committed: bool,
 }
 
-/// A later item of a batch with the key of an earlier one (`first`).
-struct Repeat {
-    index: usize,
-    first: usize,
-    /// How it differs from the first; empty for a plain repeat.
-    differences: Vec<FieldError>,
-}
-
 /// Store the valid items; answer for each. The answer is given only after the
 /// transaction has committed.
+///
+/// Every item is compared with the run its key ends up naming: the stored one,
+/// or the first item of the batch with that key when that one is stored now.
+/// Equal values make a duplicate, other values a conflict.
 pub async fn ingest(
     pool: &PgPool,
     items: Vec<Result<NewRun, Vec<FieldError>>>,
     atomic: bool,
 ) -> sqlx::Result<Ingested> {
-    // Within the batch, a repeated key is a duplicate of its first occurrence,
-    // or a conflict with it.
-    let mut outcomes: Vec<Option<Outcome>> = vec![None; items.len()];
-    let mut first: HashMap<(&str, &str), usize> = HashMap::new();
-    let mut repeats: Vec<Repeat> = Vec::new();
-    let mut unique: Vec<usize> = Vec::new();
+    // For each valid item, the index of the first item with its key.
+    let mut first_of_key: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut first: Vec<Option<usize>> = vec![None; items.len()];
+    let mut firsts: Vec<usize> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        match item {
-            Err(errors) => outcomes[i] = Some(Outcome::Invalid(errors.clone())),
-            Ok(run) => match first.get(&(run.source.as_str(), run.job_id.as_str())) {
-                Some(&j) => {
-                    let earlier = items[j].as_ref().expect("first occurrences are valid");
-                    let differences = differences(run, earlier)
-                        .into_iter()
-                        .map(|d| {
-                            let reason = format!("{} (item {j} of this batch)", d.reason);
-                            FieldError::new(d.field, reason)
-                        })
-                        .collect();
-                    repeats.push(Repeat {
-                        index: i,
-                        first: j,
-                        differences,
-                    });
-                }
-                None => {
-                    first.insert((run.source.as_str(), run.job_id.as_str()), i);
-                    unique.push(i);
-                }
-            },
+        if let Ok(run) = item {
+            let j = *first_of_key
+                .entry((run.source.as_str(), run.job_id.as_str()))
+                .or_insert_with(|| {
+                    firsts.push(i);
+                    i
+                });
+            first[i] = Some(j);
         }
     }
-    let refused = atomic
-        && (outcomes.iter().flatten().any(Outcome::is_rejected)
-            || repeats.iter().any(|r| !r.differences.is_empty()));
-    if refused {
-        return Ok(finish(outcomes, repeats, false));
+
+    if atomic {
+        // Items of one key with different values cannot all be stored.
+        let clashes: Vec<(usize, Vec<FieldError>)> = first
+            .iter()
+            .enumerate()
+            .filter_map(|(i, j)| {
+                let j = j.filter(|&j| j != i)?;
+                let differences = differences(valid(&items, i), valid(&items, j));
+                (!differences.is_empty()).then(|| (i, within_batch(differences, j)))
+            })
+            .collect();
+        if !clashes.is_empty() || items.iter().any(Result::is_err) {
+            let mut outcomes = refused(&items);
+            for (i, differences) in clashes {
+                outcomes[i] = Outcome::Conflict {
+                    run_id: None,
+                    differences,
+                };
+            }
+            return Ok(Ingested {
+                outcomes,
+                committed: false,
+            });
+        }
     }
 
-    let to_insert: Vec<&NewRun> = unique
-        .iter()
-        .map(|&i| items[i].as_ref().expect("unique items are valid"))
-        .collect();
+    let to_insert: Vec<&NewRun> = firsts.iter().map(|&i| valid(&items, i)).collect();
     let mut attempt = 0;
-    let stored = loop {
+    loop {
         attempt += 1;
         let mut tx = pool.begin().await?;
-        match store::runs::insert_batch(&mut tx, &to_insert).await {
-            Ok(inserted) => {
-                let stored: Vec<Outcome> = inserted
-                    .into_iter()
-                    .zip(&to_insert)
-                    .map(|(inserted, run)| match inserted {
-                        Inserted::Created(id) => Outcome::Created(id),
-                        Inserted::Existing(row) => {
-                            let differences = differences(run, &NewRun::from(row.as_ref()));
-                            if differences.is_empty() {
-                                Outcome::Duplicate(row.id)
-                            } else {
-                                Outcome::Conflict {
-                                    run_id: Some(row.id),
-                                    differences,
-                                }
-                            }
-                        }
-                    })
-                    .collect();
-                if atomic && stored.iter().any(Outcome::is_rejected) {
-                    tx.rollback().await?;
-                    for (&i, outcome) in unique.iter().zip(stored) {
-                        outcomes[i] = Some(match outcome {
-                            Outcome::Created(_) | Outcome::Duplicate(_) => Outcome::Withheld,
-                            rejected => rejected,
-                        });
-                    }
-                    return Ok(finish(outcomes, repeats, false));
-                }
-                tx.commit().await?;
-                break stored;
-            }
+        let inserted = match store::runs::insert_batch(&mut tx, &to_insert).await {
+            Ok(inserted) => inserted,
             Err(error) if store::is_retryable(&error) && attempt < 3 => {
                 tracing::debug!(%error, attempt, "retrying a batch after a transient conflict");
                 continue;
             }
             Err(error) => return Err(error),
+        };
+        // The run each key names now: (id, its values, created by this batch).
+        let named: HashMap<usize, (i64, Cow<'_, NewRun>, bool)> = firsts
+            .iter()
+            .zip(inserted)
+            .map(|(&j, inserted)| match inserted {
+                Inserted::Created(id) => (j, (id, Cow::Borrowed(valid(&items, j)), true)),
+                Inserted::Existing(row) => {
+                    (j, (row.id, Cow::Owned(NewRun::from(row.as_ref())), false))
+                }
+            })
+            .collect();
+        let outcomes: Vec<Outcome> = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match (item, first[i]) {
+                (Ok(run), Some(j)) => {
+                    let (id, values, created) = &named[&j];
+                    let differences = differences(run, values);
+                    if !differences.is_empty() {
+                        Outcome::Conflict {
+                            run_id: Some(*id),
+                            differences,
+                        }
+                    } else if i == j && *created {
+                        Outcome::Created(*id)
+                    } else {
+                        Outcome::Duplicate(*id)
+                    }
+                }
+                (Err(errors), _) => Outcome::Invalid(errors.clone()),
+                (Ok(_), None) => unreachable!("every valid item has a first occurrence"),
+            })
+            .collect();
+        if atomic && outcomes.iter().any(Outcome::is_rejected) {
+            tx.rollback().await?;
+            let outcomes = outcomes
+                .into_iter()
+                .map(|o| match o {
+                    Outcome::Created(_) | Outcome::Duplicate(_) => Outcome::Withheld,
+                    rejected => rejected,
+                })
+                .collect();
+            return Ok(Ingested {
+                outcomes,
+                committed: false,
+            });
         }
-    };
-    for (&i, outcome) in unique.iter().zip(stored) {
-        outcomes[i] = Some(outcome);
-    }
-    Ok(finish(outcomes, repeats, true))
-}
-
-/// Answer for the repeats from their first occurrence, and mark what was not
-/// stored as withheld.
-fn finish(mut outcomes: Vec<Option<Outcome>>, repeats: Vec<Repeat>, committed: bool) -> Ingested {
-    for repeat in repeats {
-        let first = outcomes[repeat.first].clone().unwrap_or(Outcome::Withheld);
-        outcomes[repeat.index] = Some(if repeat.differences.is_empty() {
-            match first {
-                Outcome::Created(id) | Outcome::Duplicate(id) => Outcome::Duplicate(id),
-                // A same-valued repeat shares its first occurrence's fate.
-                other => other,
-            }
-        } else {
-            Outcome::Conflict {
-                run_id: first.stored_id(),
-                differences: repeat.differences,
-            }
+        tx.commit().await?;
+        return Ok(Ingested {
+            outcomes,
+            committed: true,
         });
     }
-    Ingested {
-        outcomes: outcomes
-            .into_iter()
-            .map(|o| o.unwrap_or(Outcome::Withheld))
-            .collect(),
-        committed,
-    }
+}
+
+fn valid(items: &[Result<NewRun, Vec<FieldError>>], i: usize) -> &NewRun {
+    items[i].as_ref().expect("a valid item")
+}
+
+/// The answers of a refused atomic batch: invalid items say why, the others
+/// were withheld.
+fn refused(items: &[Result<NewRun, Vec<FieldError>>]) -> Vec<Outcome> {
+    items
+        .iter()
+        .map(|item| match item {
+            Err(errors) => Outcome::Invalid(errors.clone()),
+            Ok(_) => Outcome::Withheld,
+        })
+        .collect()
+}
+
+fn within_batch(differences: Vec<FieldError>, j: usize) -> Vec<FieldError> {
+    differences
+        .into_iter()
+        .map(|d| {
+            let reason = format!("{} (item {j} of this batch)", d.reason);
+            FieldError::new(d.field, reason)
+        })
+        .collect()
 }
 
 /// How `new` differs from `stored`, field by field (all but the key). Quantities
@@ -533,6 +548,38 @@ mod tests {
         };
         let errors = validate(apart, now()).unwrap_err();
         assert_eq!(fields(&errors), ["energy_j", "avg_power_w", "duration_s"]);
+    }
+
+    #[test]
+    fn an_overflowing_product_is_not_taken_for_agreement() {
+        let d = RunDraft {
+            nodes: 1_000_000,
+            energy_j: Some(1.0),
+            avg_power_w: Some(1e11),
+            duration_s: Some(1e300),
+            ..draft()
+        };
+        let errors = validate(d, now()).unwrap_err();
+        assert_eq!(fields(&errors), ["energy_j", "avg_power_w", "duration_s"]);
+        // Derived from two: the product overflows to infinity.
+        let d = RunDraft {
+            energy_j: None,
+            avg_power_w: Some(1e200),
+            duration_s: Some(1e200),
+            ..draft()
+        };
+        assert_eq!(fields(&validate(d, now()).unwrap_err()), ["energy_j"]);
+    }
+
+    #[test]
+    fn durations_over_ten_years_are_refused() {
+        let d = RunDraft {
+            energy_j: None,
+            avg_power_w: Some(100.0),
+            duration_s: Some(MAX_DURATION_S * 1.01),
+            ..draft()
+        };
+        assert_eq!(fields(&validate(d, now()).unwrap_err()), ["duration_s"]);
     }
 
     #[test]

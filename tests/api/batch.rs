@@ -101,6 +101,25 @@ async fn a_mixed_batch_is_answered_item_by_item_and_only_good_runs_are_stored() 
 }
 
 #[tokio::test]
+async fn each_repeat_of_a_stored_key_is_compared_with_the_stored_run() {
+    let app = TestApp::new().await;
+    let stored = app.ingest(&run("lammps", "7", 4)).await;
+    let mut changed = run("lammps", "7", 4);
+    changed["quality"] = json!(0.9);
+    let batch = json!({"runs": [changed, run("lammps", "7", 4), run("lammps", "7", 4)]});
+    let reply = app.post("/v1/runs/batch", &app.ingest, &batch).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(
+        statuses(&reply.body),
+        ["rejected", "duplicate", "duplicate"]
+    );
+    for item in reply.body["items"].as_array().unwrap() {
+        assert_eq!(item["run_id"], stored);
+    }
+    assert_eq!(app.run_count().await, 1);
+}
+
+#[tokio::test]
 async fn an_atomic_batch_with_a_bad_run_stores_nothing() {
     let app = TestApp::new().await;
     let mut bad = run("lammps", "2", 4);
@@ -115,6 +134,14 @@ async fn an_atomic_batch_with_a_bad_run_stores_nothing() {
         StatusCode::NOT_FOUND,
         "not even the application was created"
     );
+
+    // So does a repeat of an earlier item with other values.
+    let mut clash = run("lammps", "1", 2);
+    clash["quality"] = json!(0.7);
+    let batch = json!({"atomic": true, "runs": [run("lammps", "1", 2), clash]});
+    let reply = app.post("/v1/runs/batch", &app.ingest, &batch).await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "runs[1].quality");
+    assert_eq!(app.run_count().await, 0);
 
     // A conflict with a stored run also refuses the whole atomic batch.
     app.ingest(&run("lammps", "9", 2)).await;
