@@ -248,8 +248,7 @@ fn check_window(errors: &mut Errors, duration_s: f64, start: DateTime<Utc>, end:
 }
 
 fn check_time(time: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), String> {
-    let earliest = DateTime::<Utc>::UNIX_EPOCH;
-    if time < earliest {
+    if time < DateTime::<Utc>::UNIX_EPOCH {
         Err("must not be before 1970-01-01".into())
     } else if time > now + FUTURE_TOLERANCE {
         Err(format!("is in the future ({time})"))

@@ -121,6 +121,33 @@ pub fn node_name(value: &str) -> Result<(), String> {
     }
 }
 
+/// Free text: no NUL characters (PostgreSQL cannot store them).
+pub fn text(value: &str) -> Result<(), String> {
+    if value.contains('\0') {
+        Err("must not contain NUL characters".into())
+    } else {
+        Ok(())
+    }
+}
+
+/// A name: no control characters.
+pub fn name(value: &str) -> Result<(), String> {
+    match value.chars().find(|c| c.is_control()) {
+        Some(c) => Err(format!("must not contain control characters (found {c:?})")),
+        None => Ok(()),
+    }
+}
+
+/// A time within years 1 to 9999, which every layer down to PostgreSQL handles.
+pub fn time_in_range(time: chrono::DateTime<chrono::Utc>) -> Result<(), String> {
+    use chrono::Datelike;
+    if (1..=9999).contains(&time.year()) {
+        Ok(())
+    } else {
+        Err(format!("must be between years 1 and 9999 (got {time})"))
+    }
+}
+
 /// A finite, strictly positive number.
 pub fn positive(value: f64) -> Result<(), String> {
     if !value.is_finite() {
@@ -156,6 +183,17 @@ mod tests {
         assert!(node_name("a,b").is_err());
         assert!(node_name("").is_err());
         assert!(node_name("node[1-4]").is_err());
+    }
+
+    #[test]
+    fn texts_names_and_times() {
+        assert!(text("line one\nline two").is_ok());
+        assert!(text("nul\0here").is_err());
+        assert!(name("slurm prolog").is_ok());
+        assert!(name("tab\there").is_err());
+        assert!(time_in_range("2026-01-01T00:00:00Z".parse().unwrap()).is_ok());
+        assert!(time_in_range("-5000-01-01T00:00:00Z".parse().unwrap()).is_err());
+        assert!(time_in_range("+10000-01-01T00:00:00Z".parse().unwrap()).is_err());
     }
 
     #[test]

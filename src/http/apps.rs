@@ -144,6 +144,7 @@ pub async fn put_app(
             format!("must be at most {DESCRIPTION_MAX} characters (got {length})"),
         );
     }
+    errors.check("description", validate::text(&input.description));
     if let Some(pct) = input.allowed_rmse_pct
         && !(pct > 0.0 && pct <= 100.0)
     {
@@ -233,6 +234,10 @@ pub async fn list_apps(
     let after = page::cursor(params.cursor.as_deref())
         .map(|c| page::decode("apps", c))
         .transpose()?;
+    if let Some(tag) = &after {
+        validate::identifier(tag, validate::TAG_MAX)
+            .map_err(|_| ApiError::bad_request("cursor", "is not a cursor of this listing"))?;
+    }
     let mut rows = store::apps::list(&state.pool, after.as_deref(), limit + 1).await?;
     let next_cursor = next_cursor(&mut rows, limit, |a| page::encode("apps", &a.tag));
     Ok(axum::Json(AppPage {
@@ -326,6 +331,11 @@ pub async fn list_app_runs(
             "min_nodes",
             "must not exceed max_nodes",
         ));
+    }
+    for (field, time) in [("from", params.from), ("to", params.to)] {
+        if let Some(Err(reason)) = time.map(validate::time_in_range) {
+            errors.push(validate::FieldError::new(field, reason));
+        }
     }
     if let (Some(from), Some(to)) = (params.from, params.to)
         && from >= to

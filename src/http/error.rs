@@ -186,6 +186,12 @@ impl From<sqlx::Error> for ApiError {
                 tracing::warn!(%error, "database unavailable");
                 ApiError::Unavailable("the database is unavailable; retry later")
             }
+            // Data exceptions (22): a value PostgreSQL cannot take. Validation
+            // should have caught it; answer for the request, and log the miss.
+            sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("22")) => {
+                tracing::warn!(%error, "a value reached the database unvalidated");
+                ApiError::bad_request("body", "a value is out of the range the database can store")
+            }
             sqlx::Error::Database(db) if db.is_unique_violation() => ApiError::Conflict {
                 detail: "the resource already exists".into(),
                 errors: vec![],

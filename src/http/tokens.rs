@@ -12,7 +12,7 @@ use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path};
 use crate::store::{self, tokens::TokenRow};
 use crate::tokens::{self, Scope};
-use crate::validate::Errors;
+use crate::validate::{self, Errors};
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -85,6 +85,10 @@ pub async fn create_token(
     let name_len = input.name.chars().count();
     if !(1..=128).contains(&name_len) {
         errors.add("name", "must be 1 to 128 characters");
+    }
+    errors.check("name", validate::name(&input.name));
+    if let Some(Err(reason)) = input.expires_at.map(validate::time_in_range) {
+        errors.add("expires_at", reason);
     }
     if input.scopes.is_empty() {
         errors.add("scopes", "must name at least one scope");

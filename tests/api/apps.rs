@@ -57,6 +57,7 @@ async fn invalid_metadata_is_refused_naming_the_field() {
         (json!({"allowed_rmse_pct": 0}), "allowed_rmse_pct"),
         (json!({"allowed_rmse_pct": 150}), "allowed_rmse_pct"),
         (json!({"description": "x".repeat(5000)}), "description"),
+        (json!({"description": "nul\u{0}inside"}), "description"),
         (json!({"colour": 1}), "colour"),
     ];
     for (body, field) in cases {
@@ -117,7 +118,7 @@ async fn the_app_listing_pages_through_every_app_once_in_order() {
     }
     assert_eq!(seen, ["a", "b", "c", "d", "e"]);
 
-    for bad in ["limit=0", "limit=1001", "limit=x", "cursor=zzz", "page=2"] {
+    for bad in ["limit=0", "limit=1001", "limit=x", "cursor=zzz", "cursor=YXBwczoA", "page=2"] {
         let reply = app.get(&format!("/v1/apps?{bad}"), &app.read).await;
         let field = bad.split('=').next().unwrap();
         reply.assert_field_error(StatusCode::BAD_REQUEST, field);
@@ -187,6 +188,8 @@ async fn runs_are_listed_with_filters_and_cursor_pagination() {
         ("min_nodes=9&max_nodes=3", "min_nodes"),
         ("from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z", "from"),
         ("from=yesterday", "from"),
+        ("from=-5000-01-01T00:00:00Z", "from"),
+        ("to=%2B20000-01-01T00:00:00Z", "to"),
         ("limit=5000", "limit"),
         ("cursor=bm90LWEtY3Vyc29y", "cursor"),
     ] {

@@ -183,6 +183,7 @@ async fn tokens_are_created_listed_and_revoked_by_admins() {
         .assert_problem(StatusCode::NOT_FOUND);
     for (body, field) in [
         (json!({"name": "", "scopes": ["read"]}), "name"),
+        (json!({"name": "a\u{0}b", "scopes": ["read"]}), "name"),
         (json!({"name": "x", "scopes": []}), "scopes"),
         (json!({"name": "x", "scopes": ["root"]}), "scopes[0]"),
         (
