@@ -13,7 +13,7 @@ use sqlx::PgPool;
 
 use crate::config::{Cli, Command, GlobalArgs, ServeArgs, TokenCommand};
 use crate::db::{self, Sharing};
-use crate::tokens::Scope;
+use crate::tokens::{self, Scope};
 use crate::{http, server, store, telemetry};
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -116,12 +116,14 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
 }
 
 /// On the embedded default's first start (no token exists yet), create an
-/// admin token and write it to a file only its owner can read.
+/// admin token and write it to a file only its owner can read. The file is
+/// written (durably) before the token is stored: a crash in between leaves no
+/// token, and the next start makes a new one.
 async fn bootstrap_admin_token(pool: &PgPool, file: &Path) -> anyhow::Result<()> {
     if store::tokens::count(pool).await? > 0 {
         return Ok(());
     }
-    let created = http::tokens::create(pool, "bootstrap-admin", &[Scope::Admin], None).await?;
+    let token = tokens::generate();
     let temporary = file.with_extension("tmp");
     let _ = std::fs::remove_file(&temporary);
     let mut out = std::fs::OpenOptions::new()
@@ -130,9 +132,20 @@ async fn bootstrap_admin_token(pool: &PgPool, file: &Path) -> anyhow::Result<()>
         .mode(0o600)
         .open(&temporary)
         .with_context(|| format!("creating {}", temporary.display()))?;
-    writeln!(out, "{}", created.token)?;
+    writeln!(out, "{}", token.secret)?;
     out.sync_all()?;
     std::fs::rename(&temporary, file).with_context(|| format!("writing {}", file.display()))?;
+    if let Some(dir) = file.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    store::tokens::insert(
+        pool,
+        "bootstrap-admin",
+        &token.hash,
+        &[Scope::Admin.as_str()],
+        None,
+    )
+    .await?;
     tracing::info!(
         file = %file.display(),
         "created the first admin token; read it from this file (mode 0600)"

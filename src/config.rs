@@ -66,7 +66,7 @@ pub struct TokenCreateArgs {
 pub struct GlobalArgs {
     /// PostgreSQL server to use. Without it, Joulecast runs its own private
     /// PostgreSQL cluster in --data-dir (the embedded default).
-    #[arg(long, env = "DATABASE_URL", global = true)]
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
     pub database_url: Option<DatabaseUrl>,
 
     /// Directory of the embedded PostgreSQL cluster and of the first admin token.

@@ -73,21 +73,44 @@ pub async fn open(global: &GlobalArgs, sharing: Sharing) -> anyhow::Result<Datab
     let started = tokio::task::spawn_blocking(move || Cluster::start(&options))
         .await
         .context("the cluster start-up task failed")?;
-    let (layout, cluster) = match started {
-        Ok(cluster) => (cluster.layout().clone(), Some(cluster)),
+    match started {
+        Ok(cluster) => {
+            create_database_if_missing(cluster.layout()).await?;
+            let pool = pool_options
+                .connect_with(embedded_options(cluster.layout()).database(EMBEDDED_DATABASE))
+                .await
+                .context("connecting to the embedded PostgreSQL")?;
+            Ok(Database {
+                pool,
+                cluster: Some(cluster),
+            })
+        }
         Err(ClusterError::Busy(_)) if sharing == Sharing::AttachIfRunning => {
             tracing::info!("using the embedded PostgreSQL of the running Joulecast");
-            (Layout::new(&global.data_dir)?, None)
+            let layout = Layout::new(&global.data_dir)?;
+            let options = embedded_options(&layout).database(EMBEDDED_DATABASE);
+            // The owner may still be starting its server or creating the database.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            let pool = loop {
+                match pool_options.clone().connect_with(options.clone()).await {
+                    Ok(pool) => break pool,
+                    Err(error) if tokio::time::Instant::now() < deadline => {
+                        tracing::debug!(%error, "waiting for the running Joulecast's database");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(error) => {
+                        return Err(anyhow::Error::new(error)
+                            .context("connecting to the running Joulecast's PostgreSQL"));
+                    }
+                }
+            };
+            Ok(Database {
+                pool,
+                cluster: None,
+            })
         }
-        Err(error) => return Err(error.into()),
-    };
-
-    create_database_if_missing(&layout).await?;
-    let pool = pool_options
-        .connect_with(embedded_options(&layout).database(EMBEDDED_DATABASE))
-        .await
-        .context("connecting to the embedded PostgreSQL")?;
-    Ok(Database { pool, cluster })
+        Err(error) => Err(error.into()),
+    }
 }
 
 fn embedded_options(layout: &Layout) -> PgConnectOptions {

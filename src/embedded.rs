@@ -6,7 +6,8 @@
 //! ```text
 //! <data-dir>/
 //!   joulecast.lock     flock held by the process that owns the cluster
-//!   pg/                the cluster (initdb), owned by the cluster user
+//!   pg/                the cluster, owned by the cluster user (initdb works in
+//!                      pg.init/ and renames it to pg/ once it has succeeded)
 //!   run/               the Unix socket (the cluster listens on no TCP port)
 //!   postgresql.log     the server's log
 //!   admin-token        the first admin token, mode 0600
@@ -29,9 +30,11 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::{Signal, kill};
-use nix::unistd::{Gid, Pid, Uid, User, chown};
+use nix::sys::stat::{Mode, fchmod};
+use nix::unistd::{Gid, Pid, Uid, User, fchown};
 use tokio::sync::watch;
 
 /// The port number only names the socket file (`.s.PGSQL.5432`); no TCP port is opened.
@@ -128,7 +131,8 @@ pub struct Layout {
     pub log_file: PathBuf,
     pub lock_file: PathBuf,
     pub admin_token_file: PathBuf,
-    marker: PathBuf,
+    /// Where initdb works; renamed to `pg_dir` once it has succeeded.
+    pg_staging: PathBuf,
 }
 
 impl Layout {
@@ -140,7 +144,7 @@ impl Layout {
             log_file: data_dir.join("postgresql.log"),
             lock_file: data_dir.join("joulecast.lock"),
             admin_token_file: data_dir.join("admin-token"),
-            marker: data_dir.join("pg-initialized"),
+            pg_staging: data_dir.join("pg.init"),
             socket_dir,
             data_dir,
         })
@@ -263,22 +267,48 @@ impl RunAs {
         command
     }
 
-    /// Create `dir` (if needed) owned by the cluster user with `mode`.
+    /// Create `dir` (if needed; its parent must exist) owned by the cluster
+    /// user with `mode`. An existing `dir` must be a real directory of ours or
+    /// of the cluster user: a symbolic link or someone else's directory (say, in
+    /// a shared /tmp) is refused, and the owner and mode are changed through an
+    /// open handle, so a link swapped in meanwhile is never followed.
     fn own_dir(&self, dir: &Path, mode: u32) -> Result<()> {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(mode)
-            .create(dir)
-            .map_err(io_context(format!("creating {}", dir.display())))?;
+        match fs::DirBuilder::new().mode(mode).create(dir) {
+            Err(error) if error.kind() != io::ErrorKind::AlreadyExists => {
+                return Err(io_context(format!("creating {}", dir.display()))(error));
+            }
+            _ => {}
+        }
+        let flags = OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+        let handle = OpenOptions::new()
+            .read(true)
+            .custom_flags(flags.bits())
+            .open(dir)
+            .map_err(io_context(format!(
+                "opening {} (it must be a directory, not a symbolic link)",
+                dir.display()
+            )))?;
+        let owner = handle
+            .metadata()
+            .map_err(io_context(format!("reading {}", dir.display())))?
+            .uid();
+        if owner != self.uid.as_raw() && owner != Uid::effective().as_raw() {
+            return Err(ClusterError::Io {
+                context: format!("using {}", dir.display()),
+                source: io::Error::other(format!("it belongs to another user (uid {owner})")),
+            });
+        }
         if self.switch {
-            chown(dir, Some(self.uid), Some(self.gid)).map_err(errno_context(format!(
+            fchown(&handle, Some(self.uid), Some(self.gid)).map_err(errno_context(format!(
                 "giving {} to {}",
                 dir.display(),
                 self.name
             )))?;
         }
-        fs::set_permissions(dir, fs::Permissions::from_mode(mode))
-            .map_err(io_context(format!("setting the mode of {}", dir.display())))
+        fchmod(&handle, Mode::from_bits_truncate(mode)).map_err(errno_context(format!(
+            "setting the mode of {}",
+            dir.display()
+        )))
     }
 
     /// When we switch users, every existing ancestor of the data directory must
@@ -373,7 +403,8 @@ impl Cluster {
 
         let lock = try_lock(&layout)?.ok_or_else(|| ClusterError::Busy(layout.data_dir.clone()))?;
 
-        if !layout.marker.exists() {
+        // `pg` appears only once initdb has succeeded, and is never removed.
+        if !layout.pg_dir.exists() {
             init_cluster(&binaries, &run_as, &layout)?;
         }
         run_as.own_dir(&layout.socket_dir, 0o700)?;
@@ -543,18 +574,18 @@ fn spawn_watched(mut command: Command) -> Result<(Pid, watch::Receiver<Option<St
 }
 
 fn init_cluster(binaries: &Binaries, run_as: &RunAs, layout: &Layout) -> Result<()> {
-    // A cluster directory without the marker is a half-finished earlier attempt:
-    // nothing can have been stored in it, so start over.
-    if layout.pg_dir.exists() {
-        fs::remove_dir_all(&layout.pg_dir)
-            .map_err(io_context(format!("removing {}", layout.pg_dir.display())))?;
+    let staging = &layout.pg_staging;
+    // A staging directory is what an interrupted initdb left: it never held data.
+    if staging.exists() {
+        fs::remove_dir_all(staging)
+            .map_err(io_context(format!("removing {}", staging.display())))?;
     }
-    run_as.own_dir(&layout.pg_dir, 0o700)?;
+    run_as.own_dir(staging, 0o700)?;
     tracing::info!(dir = %layout.pg_dir.display(), "creating the embedded PostgreSQL cluster");
     let output = run_as
         .command(&binaries.initdb, &layout.data_dir)
         .arg("-D")
-        .arg(&layout.pg_dir)
+        .arg(staging)
         .args([
             "-U",
             SUPERUSER,
@@ -577,8 +608,12 @@ fn init_cluster(binaries: &Binaries, run_as: &RunAs, layout: &Layout) -> Result<
             ),
         });
     }
-    fs::write(&layout.marker, b"initdb completed\n")
-        .map_err(io_context(format!("writing {}", layout.marker.display())))
+    fs::rename(staging, &layout.pg_dir)
+        .map_err(io_context(format!("renaming {}", staging.display())))?;
+    // Make the rename durable before anything is stored in the cluster.
+    File::open(&layout.data_dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(io_context(format!("syncing {}", layout.data_dir.display())))
 }
 
 /// After a crash: stop a server of ours that outlived its Joulecast, and clear
@@ -592,21 +627,37 @@ fn recover_stale_server(layout: &Layout) -> Result<()> {
             .next()
             .and_then(|l| l.trim().parse::<i32>().ok());
         match pid.map(Pid::from_raw) {
-            Some(pid) if is_alive(pid) && is_postmaster_of(pid, &layout.pg_dir) => {
-                tracing::warn!(
-                    pid = pid.as_raw(),
-                    "stopping a PostgreSQL left running by an earlier Joulecast"
-                );
-                stop_foreign(pid)?;
-            }
-            Some(pid) if is_alive(pid) => {
-                // The pid was reused by an unrelated process; PostgreSQL would
-                // refuse to start, believing it to be a running server.
-                tracing::warn!(pid = pid.as_raw(), "removing a stale postmaster.pid");
+            Some(pid) if is_alive(pid) => match pid_user(pid, &layout.pg_dir) {
+                PidUser::ThisCluster => {
+                    tracing::warn!(
+                        pid = pid.as_raw(),
+                        "stopping a PostgreSQL left running by an earlier Joulecast"
+                    );
+                    stop_foreign(pid)?;
+                }
+                PidUser::Other => {
+                    // The pid was reused by an unrelated process; PostgreSQL
+                    // would refuse to start, believing it a running server.
+                    tracing::warn!(pid = pid.as_raw(), "removing a stale postmaster.pid");
+                    remove_if_exists(&pid_file)?;
+                }
+                PidUser::Unknown => {
+                    return Err(ClusterError::Io {
+                        context: format!("starting PostgreSQL on {}", layout.pg_dir.display()),
+                        source: io::Error::other(format!(
+                            "process {pid} named in postmaster.pid may be a server of this \
+                             cluster and cannot be inspected; stop it, then start again"
+                        )),
+                    });
+                }
+            },
+            // Its process is gone. PostgreSQL would replace the file itself,
+            // except when the process lingers as a zombie nobody reaps (as under
+            // a container's minimal init), which it takes for a live server.
+            _ => {
+                tracing::warn!("removing the postmaster.pid of a server that is gone");
                 remove_if_exists(&pid_file)?;
             }
-            // A dead pid: PostgreSQL recognises and replaces the stale file itself.
-            _ => {}
         }
     }
     for name in [
@@ -616,6 +667,41 @@ fn recover_stale_server(layout: &Layout) -> Result<()> {
         remove_if_exists(&layout.socket_dir.join(name))?;
     }
     Ok(())
+}
+
+/// Who a live pid from `postmaster.pid` is.
+#[derive(Debug, PartialEq, Eq)]
+enum PidUser {
+    /// A PostgreSQL process working in this cluster's directory.
+    ThisCluster,
+    /// Not a PostgreSQL process, or one working on another cluster.
+    Other,
+    /// Cannot tell (no access to its process information).
+    Unknown,
+}
+
+/// PostgreSQL processes work in their data directory, so the identity (device
+/// and inode) of a process's working directory tells whether it serves this
+/// cluster, however the directory's path was spelled when it was started.
+fn pid_user(pid: Pid, pg_dir: &Path) -> PidUser {
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return PidUser::Unknown;
+    };
+    let arg0 = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+    // The postmaster keeps its argv; its children rewrite it to "postgres: ...".
+    if !(arg0.ends_with(b"postgres") || arg0.starts_with(b"postgres:")) {
+        return PidUser::Other;
+    }
+    match (
+        fs::metadata(format!("/proc/{pid}/cwd")),
+        fs::metadata(pg_dir),
+    ) {
+        (Ok(cwd), Ok(dir)) if cwd.dev() == dir.dev() && cwd.ino() == dir.ino() => {
+            PidUser::ThisCluster
+        }
+        (Ok(_), Ok(_)) => PidUser::Other,
+        _ => PidUser::Unknown,
+    }
 }
 
 fn remove_if_exists(path: &Path) -> Result<()> {
@@ -640,15 +726,6 @@ fn is_alive(pid: Pid) -> bool {
         }
         Err(_) => false,
     }
-}
-
-fn is_postmaster_of(pid: Pid, pg_dir: &Path) -> bool {
-    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    let wanted = pg_dir.as_os_str().as_encoded_bytes();
-    args.first().is_some_and(|arg0| arg0.ends_with(b"postgres")) && args.contains(&wanted)
 }
 
 fn stop_foreign(pid: Pid) -> Result<()> {
@@ -716,6 +793,6 @@ mod tests {
     fn the_current_process_is_alive_and_not_a_postmaster() {
         let me = Pid::this();
         assert!(is_alive(me));
-        assert!(!is_postmaster_of(me, Path::new("/tmp")));
+        assert_eq!(pid_user(me, Path::new("/tmp")), PidUser::Other);
     }
 }

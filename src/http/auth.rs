@@ -52,11 +52,13 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
                 "this request needs a bearer token (Authorization: Bearer <token>)",
             ));
         };
+        // The scheme name is case-insensitive (RFC 9110, section 11.1).
         let secret = value
             .to_str()
             .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
             .filter(|s| !s.is_empty())
             .ok_or(ApiError::Unauthorized(
                 "the Authorization header must be `Bearer <token>`",

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use sqlx::PgPool;
@@ -133,7 +133,17 @@ fn request_span(request: &Request) -> tracing::Span {
 
 async fn record_metrics(request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = request.method().to_string();
+    // Only standard methods become labels: invented ones must not grow /metrics.
+    let method = match *request.method() {
+        Method::GET
+        | Method::POST
+        | Method::PUT
+        | Method::DELETE
+        | Method::PATCH
+        | Method::HEAD
+        | Method::OPTIONS => request.method().as_str().to_owned(),
+        _ => "other".to_owned(),
+    };
     let route = request
         .extensions()
         .get::<MatchedPath>()

@@ -118,7 +118,14 @@ async fn the_app_listing_pages_through_every_app_once_in_order() {
     }
     assert_eq!(seen, ["a", "b", "c", "d", "e"]);
 
-    for bad in ["limit=0", "limit=1001", "limit=x", "cursor=zzz", "cursor=YXBwczoA", "page=2"] {
+    for bad in [
+        "limit=0",
+        "limit=1001",
+        "limit=x",
+        "cursor=zzz",
+        "cursor=YXBwczoA",
+        "page=2",
+    ] {
         let reply = app.get(&format!("/v1/apps?{bad}"), &app.read).await;
         let field = bad.split('=').next().unwrap();
         reply.assert_field_error(StatusCode::BAD_REQUEST, field);

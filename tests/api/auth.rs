@@ -6,39 +6,53 @@ use serde_json::{Value, json};
 
 use crate::support::{TestApp, run};
 
-/// Every protected endpoint with a body that would succeed, and the scope it needs.
-fn endpoints() -> Vec<(Method, &'static str, Option<Value>, &'static str)> {
+/// A protected endpoint: method, path, a body that succeeds, the scope it
+/// needs, and the statuses it answers with that scope.
+type Endpoint = (
+    Method,
+    &'static str,
+    Option<Value>,
+    &'static str,
+    &'static [u16],
+);
+
+fn endpoints() -> Vec<Endpoint> {
     vec![
+        // Created for the first token allowed, a duplicate for the next ones.
         (
             Method::POST,
             "/v1/runs",
             Some(run("lammps", "auth-1", 2)),
             "ingest",
+            &[201, 200],
         ),
         (
             Method::POST,
             "/v1/runs/batch",
             Some(json!({"runs": [run("lammps", "auth-2", 2)]})),
             "ingest",
+            &[200],
         ),
-        (Method::GET, "/v1/runs/1", None, "read"),
-        (Method::GET, "/v1/apps", None, "read"),
-        (Method::GET, "/v1/apps/lammps", None, "read"),
-        (Method::GET, "/v1/apps/lammps/runs", None, "read"),
+        (Method::GET, "/v1/runs/1", None, "read", &[200]),
+        (Method::GET, "/v1/apps", None, "read", &[200]),
+        (Method::GET, "/v1/apps/lammps", None, "read", &[200]),
+        (Method::GET, "/v1/apps/lammps/runs", None, "read", &[200]),
         (
             Method::PUT,
             "/v1/apps/lammps",
             Some(json!({"scaling_mode": "strong"})),
             "admin",
+            &[200],
         ),
-        (Method::GET, "/v1/tokens", None, "admin"),
+        (Method::GET, "/v1/tokens", None, "admin", &[200]),
         (
             Method::POST,
             "/v1/tokens",
             Some(json!({"name": "t", "scopes": ["read"]})),
             "admin",
+            &[201],
         ),
-        (Method::DELETE, "/v1/tokens/999999", None, "admin"),
+        (Method::DELETE, "/v1/tokens/999999", None, "admin", &[404]),
     ]
 }
 
@@ -52,7 +66,7 @@ async fn each_endpoint_needs_a_valid_token_with_its_scope() {
         ("schedule", app.schedule.clone()),
         ("admin", app.admin.clone()),
     ];
-    for (method, path, body, needed) in endpoints() {
+    for (method, path, body, needed, answers) in endpoints() {
         let reply = app.call(method.clone(), path, None, body.as_ref()).await;
         reply.assert_problem(StatusCode::UNAUTHORIZED);
         assert!(
@@ -73,8 +87,7 @@ async fn each_endpoint_needs_a_valid_token_with_its_scope() {
                 .await;
             if granted {
                 assert!(
-                    reply.status != StatusCode::UNAUTHORIZED
-                        && reply.status != StatusCode::FORBIDDEN,
+                    answers.contains(&reply.status.as_u16()),
                     "{method} {path} with {scope}: {:?} {:#}",
                     reply.status,
                     reply.body
@@ -107,16 +120,21 @@ async fn a_missing_token_is_refused_before_the_body_is_read() {
 #[tokio::test]
 async fn malformed_authorization_headers_are_401() {
     let app = TestApp::new().await;
-    for header in ["Basic dXNlcjpwYXNz", "Bearer", "Bearer ", app.read.as_str()] {
-        let request = axum::http::Request::builder()
+    let request = |header: &str| {
+        axum::http::Request::builder()
             .uri("/v1/apps")
             .header("authorization", header)
             .body(axum::body::Body::empty())
-            .unwrap();
-        app.send(request)
+            .unwrap()
+    };
+    for header in ["Basic dXNlcjpwYXNz", "Bearer", "Bearer ", app.read.as_str()] {
+        app.send(request(header))
             .await
             .assert_problem(StatusCode::UNAUTHORIZED);
     }
+    // The scheme's name is case-insensitive.
+    let reply = app.send(request(&format!("bearer {}", app.read))).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
 }
 
 #[tokio::test]

@@ -246,3 +246,58 @@ async fn concurrent_overlapping_batches_never_double_count() {
         assert_eq!(actual, 100);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_batches_of_different_apps_claiming_the_same_jobs_store_each_once() {
+    let app = TestApp::new().await;
+    // Each client claims the same 300 job ids for its own application, so the
+    // batches hold different application locks and race on the run keys.
+    let mut clients = tokio::task::JoinSet::new();
+    for k in 0..4 {
+        let app = app.clone();
+        let runs: Vec<Value> = (0..300)
+            .map(|i| (i * 7 + k * 53) % 300)
+            .map(|i| run(&format!("app{k}"), &i.to_string(), 1 + (i % 5) as i64))
+            .collect();
+        clients.spawn(async move {
+            let reply = app
+                .post("/v1/runs/batch", &app.ingest, &json!({"runs": runs}))
+                .await;
+            (k, reply)
+        });
+    }
+    let mut created = 0;
+    while let Some(joined) = clients.join_next().await {
+        let (k, reply) = joined.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "client {k}: {:#}", reply.body);
+        let body = &reply.body;
+        let c = body["created"].as_u64().unwrap();
+        let rejected = body["rejected"].as_u64().unwrap();
+        assert_eq!(
+            c + rejected,
+            300,
+            "client {k}: each run created or a conflict"
+        );
+        for item in body["items"].as_array().unwrap() {
+            if item["status"] == "rejected" {
+                assert_eq!(item["rejection"], "conflict", "{item:#}");
+                assert!(item["run_id"].is_i64(), "names the stored run: {item:#}");
+            }
+        }
+        created += c;
+    }
+    assert_eq!(created, 300, "each job stored once, by one of the clients");
+    assert_eq!(app.run_count().await, 300);
+    let mismatched: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM applications a
+         WHERE a.run_count <> (SELECT count(*) FROM runs r WHERE r.app_id = a.id)
+            OR a.run_count = 0",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        mismatched, 0,
+        "statistics match, and no empty application is left"
+    );
+}

@@ -232,7 +232,7 @@ fn the_embedded_default_keeps_its_data_across_a_clean_restart() {
 }
 
 #[test]
-fn the_embedded_default_recovers_after_a_crash() {
+fn killing_the_service_leaves_no_server_behind() {
     let (_dir, data_dir, layout) = data_dir();
 
     let service = Service::start(&data_dir);
@@ -373,8 +373,16 @@ fn missing_postgres_binaries_are_explained() {
 
 #[test]
 fn help_documents_every_setting_and_its_environment_variable() {
-    let output = Command::new(BIN).arg("--help").output().unwrap();
+    let output = Command::new(BIN)
+        .arg("--help")
+        .env("DATABASE_URL", "postgres://joule:s3cret@db/joulecast")
+        .output()
+        .unwrap();
     let help = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        !help.contains("s3cret"),
+        "--help shows no password:\n{help}"
+    );
     for variable in [
         "DATABASE_URL",
         "JOULECAST_DATA_DIR",
@@ -496,4 +504,51 @@ async fn with_database_url_the_service_uses_that_server() {
         !layout.admin_token_file.exists(),
         "no bootstrap token for an external server"
     );
+}
+
+#[test]
+fn committed_runs_survive_a_crash_of_service_and_database() {
+    let (_dir, data_dir, layout) = data_dir();
+    let service = Service::start(&data_dir);
+    let token = admin_token(&data_dir);
+    let (status, _) = http(
+        service.port,
+        "POST",
+        "/v1/runs",
+        Some(&token),
+        Some(&sample_run("1")),
+    );
+    assert_eq!(status, 201);
+
+    // A power cut: the server and the service die without any shutdown.
+    let pid_file = layout.pg_dir.join("postmaster.pid");
+    let postmaster: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    kill(Pid::from_raw(postmaster), Signal::SIGKILL).unwrap();
+    service.signal(Signal::SIGKILL);
+    drop(service);
+    wait_until("every server process is gone", || {
+        !server_running(&layout.pg_dir)
+    });
+    assert!(pid_file.exists(), "the crash left its lock file behind");
+
+    // The next start recovers from the journal; the acknowledged run is there.
+    let service = Service::start(&data_dir);
+    let (status, body) = http(service.port, "GET", "/v1/apps/lammps", Some(&token), None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["run_count"],
+        1
+    );
+    let log = std::fs::read_to_string(&layout.log_file).unwrap();
+    assert!(
+        log.contains("was interrupted"),
+        "PostgreSQL ran crash recovery:\n{log}"
+    );
+    assert!(service.stop().success());
 }

@@ -66,12 +66,46 @@ async fn unknown_routes_and_methods_are_problem_documents() {
 }
 
 #[tokio::test]
-async fn a_database_outage_is_503_not_500() {
+async fn a_closed_pool_is_503_not_500() {
     let app = TestApp::new().await;
     let token = app.ingest.clone();
     app.pool.close().await;
     let reply = app.post("/v1/runs", &token, &run("lammps", "1", 2)).await;
     reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn a_query_cut_by_the_server_is_503_not_500() {
+    let app = TestApp::new().await;
+    app.ingest(&run("lammps", "1", 2)).await;
+    // Make the listing wait on a lock, then have the server end that session,
+    // as a shutdown or an administrator does (SQLSTATE 57P01).
+    let mut blocker = app.pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let app = app.clone();
+        async move { app.get("/v1/apps/lammps/runs", &app.read).await }
+    });
+    let terminated = loop {
+        let ended: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND datname = current_database()",
+        )
+        .fetch_all(&mut *blocker)
+        .await
+        .unwrap();
+        if !ended.is_empty() {
+            break ended;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(terminated, [true]);
+    let reply = waiting.await.unwrap();
+    reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+    blocker.rollback().await.unwrap();
 }
 
 #[tokio::test]

@@ -261,8 +261,8 @@ async fn malformed_json_is_400_and_other_media_types_415() {
     let reply = app
         .send(request("application/json", "{\"nodes\": 1e999}".into()))
         .await;
-    assert!(reply.status.is_client_error(), "{:?}", reply.status);
-    reply.assert_problem(reply.status);
+    // serde_json reads an out-of-range number as a syntax error.
+    reply.assert_problem(StatusCode::BAD_REQUEST);
     assert_eq!(app.run_count().await, 0);
 }
 
