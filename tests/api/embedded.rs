@@ -552,3 +552,24 @@ fn committed_runs_survive_a_crash_of_service_and_database() {
     );
     assert!(service.stop().success());
 }
+
+#[test]
+fn a_socket_directory_that_is_a_symbolic_link_is_refused() {
+    let (_dir, data_dir, layout) = data_dir();
+    let victim = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(victim.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir_all(&data_dir).unwrap();
+    std::os::unix::fs::symlink(victim.path(), &layout.socket_dir).unwrap();
+    let output = command(&data_dir).args(["migrate"]).output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not a symbolic link"), "{stderr}");
+    let meta = std::fs::metadata(victim.path()).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        meta.uid(),
+        nix::unistd::Uid::effective().as_raw(),
+        "owner unchanged"
+    );
+    assert_eq!(meta.permissions().mode() & 0o777, 0o755, "mode unchanged");
+}
