@@ -177,6 +177,21 @@ fn data_dir() -> (tempfile::TempDir, PathBuf, Layout) {
     (dir, data_dir, layout)
 }
 
+/// Store a sample run through the service, assert it was created, return its id.
+fn store_sample_run(port: u16, token: &str, job_id: &str) -> i64 {
+    let (status, body) = http(
+        port,
+        "POST",
+        "/v1/runs",
+        Some(token),
+        Some(&sample_run(job_id)),
+    );
+    assert_eq!(status, 201, "{body}");
+    serde_json::from_str::<Value>(&body).unwrap()["run"]["id"]
+        .as_i64()
+        .unwrap()
+}
+
 fn sample_run(job_id: &str) -> Value {
     json!({"app": "lammps", "source": "clusterA", "job_id": job_id, "nodes": 4,
            "energy_j": 2_400_000.0, "avg_power_w": 4000.0})
@@ -197,17 +212,7 @@ fn the_embedded_default_keeps_its_data_across_a_clean_restart() {
         0o600,
         "the admin token is readable by its owner only"
     );
-    let (status, body) = http(
-        service.port,
-        "POST",
-        "/v1/runs",
-        Some(&token),
-        Some(&sample_run("1")),
-    );
-    assert_eq!(status, 201, "{body}");
-    let id = serde_json::from_str::<Value>(&body).unwrap()["run"]["id"]
-        .as_i64()
-        .unwrap();
+    let id = store_sample_run(service.port, &token, "1");
 
     let status = service.stop();
     assert!(status.success(), "clean exit on SIGTERM: {status}");
@@ -237,14 +242,7 @@ fn killing_the_service_leaves_no_server_behind() {
 
     let service = Service::start(&data_dir);
     let token = admin_token(&data_dir);
-    let (status, _) = http(
-        service.port,
-        "POST",
-        "/v1/runs",
-        Some(&token),
-        Some(&sample_run("1")),
-    );
-    assert_eq!(status, 201);
+    store_sample_run(service.port, &token, "1");
     service.signal(Signal::SIGKILL);
     drop(service);
     // The server learns of its parent's death and shuts down by itself.
@@ -297,14 +295,7 @@ fn a_server_left_running_on_the_data_directory_is_replaced() {
         "the stray server was stopped"
     );
     let token = admin_token(&data_dir);
-    let (status, _) = http(
-        service.port,
-        "POST",
-        "/v1/runs",
-        Some(&token),
-        Some(&sample_run("2")),
-    );
-    assert_eq!(status, 201);
+    store_sample_run(service.port, &token, "2");
     assert!(service.stop().success());
 }
 
@@ -490,14 +481,7 @@ async fn with_database_url_the_service_uses_that_server() {
         TcpStream::connect(("127.0.0.1", port)).is_ok()
             && http(port, "GET", "/readyz", None, None).0 == 200
     });
-    let (status, body) = http(
-        port,
-        "POST",
-        "/v1/runs",
-        Some(&token),
-        Some(&sample_run("1")),
-    );
-    assert_eq!(status, 201, "{body}");
+    store_sample_run(port, &token, "1");
     assert!(service.stop().success());
     assert!(!layout.pg_dir.exists(), "no embedded cluster was created");
     assert!(
@@ -511,14 +495,7 @@ fn committed_runs_survive_a_crash_of_service_and_database() {
     let (_dir, data_dir, layout) = data_dir();
     let service = Service::start(&data_dir);
     let token = admin_token(&data_dir);
-    let (status, _) = http(
-        service.port,
-        "POST",
-        "/v1/runs",
-        Some(&token),
-        Some(&sample_run("1")),
-    );
-    assert_eq!(status, 201);
+    store_sample_run(service.port, &token, "1");
 
     // A power cut: the server and the service die without any shutdown.
     let pid_file = layout.pg_dir.join("postmaster.pid");
