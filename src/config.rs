@@ -11,6 +11,7 @@ use std::str::FromStr;
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::http::Settings;
 use crate::tokens::Scope;
 
 #[derive(Debug, Parser)]
@@ -134,12 +135,20 @@ pub struct ServeArgs {
     pub public_read: bool,
 
     /// Time limit for one request, in seconds.
-    #[arg(long, env = "JOULECAST_REQUEST_TIMEOUT_S", default_value_t = 30)]
+    #[arg(
+        long,
+        env = "JOULECAST_REQUEST_TIMEOUT_S",
+        default_value_t = Settings::DEFAULT_REQUEST_TIMEOUT_S
+    )]
     pub request_timeout_s: u64,
 
     /// Largest accepted request body, in bytes (a batch of 10,000 runs is about
     /// 3 MB).
-    #[arg(long, env = "JOULECAST_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
+    #[arg(
+        long,
+        env = "JOULECAST_MAX_BODY_BYTES",
+        default_value_t = Settings::DEFAULT_MAX_BODY_BYTES
+    )]
     pub max_body_bytes: usize,
 
     /// How long in-flight requests may take to finish after a shutdown signal,

@@ -41,12 +41,17 @@ pub struct Settings {
     pub max_body_bytes: usize,
 }
 
+impl Settings {
+    pub const DEFAULT_REQUEST_TIMEOUT_S: u64 = 30;
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
             public_read: false,
-            request_timeout: Duration::from_secs(30),
-            max_body_bytes: 16 * 1024 * 1024,
+            request_timeout: Duration::from_secs(Self::DEFAULT_REQUEST_TIMEOUT_S),
+            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
         }
     }
 }
