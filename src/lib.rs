@@ -7,6 +7,7 @@ pub mod db;
 pub mod embedded;
 pub mod http;
 pub mod ingest;
+pub mod model;
 pub mod server;
 pub mod store;
 pub mod telemetry;

@@ -1,0 +1,94 @@
+//! The mathematics of design.md: pure functions from history to predictions.
+//!
+//! No I/O, no async, no serde: slices of numbers in, fitted functions and
+//! numbers out.
+
+pub mod fit;
+pub mod lsq;
+pub mod predictor;
+pub mod synth;
+pub mod theory;
+
+pub use fit::{
+    Backtest, ErrorSummary, Flag, History, Holdout, Model, NodePoint, Prediction, Source, fit,
+};
+pub use predictor::{Case, Predictor, Segment, SegmentKind, Shape};
+
+/// The allowed %RMSE when neither the request nor the application sets one.
+pub const DEFAULT_ALLOWED_RMSE_PCT: f64 = 2.0;
+
+/// What is predicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Metric {
+    /// Energy-to-Solution, joules.
+    Ets,
+    /// Average Power Consumption, watts.
+    Apc,
+    /// Time-to-Solution, seconds.
+    Tts,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 3] = [Metric::Ets, Metric::Apc, Metric::Tts];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Ets => "ets",
+            Metric::Apc => "apc",
+            Metric::Tts => "tts",
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::Ets => "J",
+            Metric::Apc => "W",
+            Metric::Tts => "s",
+        }
+    }
+
+    /// The exponent e of value ∝ nᵉ under ideal scaling, used when a single
+    /// node count has been measured.
+    pub fn ideal_exponent(self, mode: ScalingMode) -> f64 {
+        match (mode, self) {
+            (_, Metric::Apc) => 1.0,
+            (ScalingMode::Weak, Metric::Ets) => 1.0,
+            (ScalingMode::Weak, Metric::Tts) => 0.0,
+            (_, Metric::Ets) => 0.0,
+            (_, Metric::Tts) => -1.0,
+        }
+    }
+}
+
+/// How the problem size changes with the node count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScalingMode {
+    Strong,
+    Weak,
+    Unknown,
+}
+
+/// How runs at a measured node count are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Aggregate {
+    /// Quality-weighted mean.
+    Mean,
+    Min,
+    Max,
+}
+
+/// One run's value of a metric.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Observation {
+    pub nodes: u32,
+    pub value: f64,
+    /// Quality weight in (0, 1].
+    pub weight: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FitOptions {
+    pub metric: Metric,
+    pub mode: ScalingMode,
+    pub allowed_rmse_pct: f64,
+}

@@ -1,0 +1,1 @@
+//! Synthetic histories for the accuracy suite (filled in below).
