@@ -28,6 +28,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             tracing::info!("migrations applied");
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Accuracy(args)) => {
+            let report = crate::accuracy::run(args.apps, args.seed);
+            print!("{}", report.to_markdown());
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Openapi) => {
             let spec = http::openapi().to_pretty_json()?;
             println!("{spec}");

@@ -44,6 +44,19 @@ pub enum Command {
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Run the accuracy suite on synthetic histories and print its report
+    /// (markdown, as kept in docs/accuracy.md). Needs no database.
+    Accuracy(AccuracyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AccuracyArgs {
+    /// Number of synthetic applications.
+    #[arg(long, default_value_t = 400)]
+    pub apps: usize,
+    /// Seed of the random generator (the same seed gives the same report).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Subcommand)]

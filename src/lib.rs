@@ -1,6 +1,7 @@
 //! Joulecast: energy, power and time history and predictions for HPC
 //! applications, served over HTTP from PostgreSQL.
 
+pub mod accuracy;
 pub mod cli;
 pub mod config;
 pub mod db;

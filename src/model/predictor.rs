@@ -55,6 +55,21 @@ impl Segment {
         self.coeffs[1] + 2.0 * self.coeffs[2] * u + 3.0 * self.coeffs[3] * u * u
     }
 
+    /// The slope to continue with beyond one end: the line's own slope, or
+    /// for a non-linear segment the secant over its last third at that end,
+    /// which is far steadier than a fitted polynomial's derivative there.
+    pub fn end_slope(&self, at_high_end: bool) -> f64 {
+        if self.degree <= 1 {
+            return self.slope(self.lo);
+        }
+        let third = (self.hi - self.lo) / 3.0;
+        if at_high_end {
+            (self.value(self.hi) - self.value(self.hi - third)) / third
+        } else {
+            (self.value(self.lo + third) - self.value(self.lo)) / third
+        }
+    }
+
     /// The smallest value on [lo, hi]: at an end or where the slope is zero.
     pub fn minimum(&self) -> f64 {
         let mut candidates = vec![self.lo, self.hi];
@@ -91,7 +106,8 @@ pub enum Shape {
 /// A predictor function y(n) > 0.
 ///
 /// Inside the measured range it is the fitted piecewise polynomial. Beyond
-/// it, it continues with the value and slope at the nearest end: linearly
+/// it, it continues with the value and slope at the nearest end (for a
+/// non-linear end segment, the secant over its last third): linearly
 /// (never a free cubic), except where the line would head towards zero, where
 /// a power law n^α with the same value and slope takes over (α within [−1, 2],
 /// the steepest the theory allows), so predictions stay positive at any node
@@ -109,9 +125,9 @@ impl Predictor {
                 let first = &segments[0];
                 let last = &segments[segments.len() - 1];
                 if n < first.lo {
-                    extend(first.lo, first.value(first.lo), first.slope(first.lo), n)
+                    extend(first.lo, first.value(first.lo), first.end_slope(false), n)
                 } else if n > last.hi {
-                    extend(last.hi, last.value(last.hi), last.slope(last.hi), n)
+                    extend(last.hi, last.value(last.hi), last.end_slope(true), n)
                 } else {
                     segments.iter().find(|s| n <= s.hi).unwrap_or(last).value(n)
                 }
