@@ -9,6 +9,7 @@ pub mod embedded;
 pub mod http;
 pub mod ingest;
 pub mod model;
+pub mod predict;
 pub mod server;
 pub mod store;
 pub mod telemetry;

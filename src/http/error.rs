@@ -11,7 +11,7 @@ use crate::validate::FieldError;
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
 /// An RFC 7807 problem document.
-#[derive(Debug, Serialize, serde::Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
 pub struct Problem {
     /// A URI naming the kind of problem, e.g. `urn:joulecast:problem:validation`.
     #[serde(rename = "type")]
@@ -100,7 +100,8 @@ impl ApiError {
         }
     }
 
-    fn problem(self) -> Problem {
+    /// The problem document (logging the details of an internal error).
+    pub fn into_problem(self) -> Problem {
         let status = self.status();
         let (slug, title, detail, errors) = match self {
             ApiError::Invalid(errors) => (
@@ -204,7 +205,7 @@ impl From<sqlx::Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let unauthorized = matches!(self, ApiError::Unauthorized(_));
-        let mut response = problem_response(self.problem());
+        let mut response = problem_response(self.into_problem());
         if unauthorized {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

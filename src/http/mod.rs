@@ -27,6 +27,7 @@ pub mod extract;
 pub mod health;
 mod openapi;
 pub mod page;
+pub mod predictions;
 pub mod runs;
 pub mod tokens;
 
@@ -60,6 +61,7 @@ impl Default for Settings {
 pub struct AppState {
     pub pool: PgPool,
     pub settings: Arc<Settings>,
+    pub models: Arc<crate::predict::Models>,
 }
 
 /// The documented API routes, before state and middleware.
@@ -76,6 +78,10 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(apps::list_app_runs))
         .routes(routes!(tokens::create_token, tokens::list_tokens))
         .routes(routes!(tokens::revoke_token))
+        .routes(routes!(predictions::get_predictions))
+        .routes(routes!(predictions::post_predictions))
+        .routes(routes!(predictions::get_curve))
+        .routes(routes!(predictions::get_model))
 }
 
 /// The OpenAPI document of the service.
@@ -85,12 +91,22 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The complete service: API, documentation, metrics and middleware.
 pub fn router(pool: PgPool, settings: Settings) -> Router {
+    router_with_models(pool, settings, Arc::default())
+}
+
+/// The service with a given model cache (so that tests can watch it).
+pub fn router_with_models(
+    pool: PgPool,
+    settings: Settings,
+    models: Arc<crate::predict::Models>,
+) -> Router {
     let (api, spec) = api().split_for_parts();
     let limit = settings.max_body_bytes;
     let timeout = settings.request_timeout;
     let state = AppState {
         pool,
         settings: Arc::new(settings),
+        models,
     };
     api.merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
         .fallback(not_found)

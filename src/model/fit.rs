@@ -314,19 +314,30 @@ impl Model {
     /// The prediction at `nodes`: the aggregate of the runs there if any, else
     /// the predictor's value.
     pub fn predict(&self, nodes: u32, aggregate: Aggregate) -> Prediction {
-        let mut flags = Vec::new();
-        if self.history.points.len() < 3 {
-            flags.push(Flag::ThinHistory);
-        }
-        if let Some(point) = self.history.at(nodes) {
-            return Prediction {
+        match self.history.at(nodes) {
+            Some(point) => Prediction {
                 value: point.aggregate(aggregate),
                 source: Source::History,
                 low: point.min,
                 high: point.max,
-                flags,
-            };
+                flags: self.history_flags(),
+            },
+            None => self.predict_model(nodes),
         }
+    }
+
+    fn history_flags(&self) -> Vec<Flag> {
+        if self.history.points.len() < 3 {
+            vec![Flag::ThinHistory]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The predictor's value at `nodes` with its interval and flags, also
+    /// where runs were measured (as a curve for a dashboard wants it).
+    pub fn predict_model(&self, nodes: u32) -> Prediction {
+        let mut flags = self.history_flags();
         let n = f64::from(nodes);
         let value = self.predictor.value(n);
         let (lo, hi) = self.history.range();

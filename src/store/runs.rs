@@ -295,3 +295,28 @@ pub async fn list_for_app(
         .fetch_all(executor)
         .await
 }
+
+/// One run's node count, quantities and quality: what the predictor needs.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub struct RunQuantities {
+    pub nodes: i32,
+    pub energy_j: f64,
+    pub avg_power_w: f64,
+    pub duration_s: f64,
+    pub quality: f64,
+}
+
+/// All runs of an application, reduced to what the predictor needs (an
+/// index-only scan of runs_app_nodes_idx).
+pub async fn quantities(
+    executor: impl PgExecutor<'_>,
+    app_id: i64,
+) -> sqlx::Result<Vec<RunQuantities>> {
+    sqlx::query_as(
+        "SELECT nodes, energy_j, avg_power_w, duration_s, quality
+         FROM runs WHERE app_id = $1 ORDER BY nodes",
+    )
+    .bind(app_id)
+    .fetch_all(executor)
+    .await
+}

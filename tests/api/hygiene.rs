@@ -89,6 +89,7 @@ async fn a_query_cut_by_the_server_is_503_not_500() {
         let app = app.clone();
         async move { app.get("/v1/apps/lammps/runs", &app.read).await }
     });
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     let terminated = loop {
         let ended: Vec<bool> = sqlx::query_scalar(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
@@ -100,7 +101,16 @@ async fn a_query_cut_by_the_server_is_503_not_500() {
         if !ended.is_empty() {
             break ended;
         }
-        tokio::task::yield_now().await;
+        assert!(
+            !waiting.is_finished(),
+            "the listing finished without waiting on the lock: {:#?}",
+            waiting.await.unwrap()
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the listing never waited on the lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     };
     assert_eq!(terminated, [true]);
     let reply = waiting.await.unwrap();

@@ -6,5 +6,6 @@ mod auth;
 mod batch;
 mod embedded;
 mod hygiene;
+mod predictions;
 mod runs;
 mod support;

@@ -238,6 +238,12 @@ impl TestApp {
 
     pub async fn with_settings(settings: Settings) -> TestApp {
         let pool = fresh_pool().await;
+        let router = http::router(pool.clone(), settings);
+        TestApp::with_router(pool, router).await
+    }
+
+    /// The given router on `pool`, with a token for each scope.
+    pub async fn with_router(pool: PgPool, router: Router) -> TestApp {
         let token = |scope: Scope| {
             let pool = pool.clone();
             async move {
@@ -252,7 +258,7 @@ impl TestApp {
             ingest: token(Scope::Ingest).await,
             schedule: token(Scope::Schedule).await,
             admin: token(Scope::Admin).await,
-            router: http::router(pool.clone(), settings),
+            router,
             pool,
         }
     }

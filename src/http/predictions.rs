@@ -1,0 +1,807 @@
+//! Predictions: `GET /v1/apps/{app}/predictions`, `POST /v1/predictions`,
+//! `GET /v1/apps/{app}/curve`, `GET /v1/apps/{app}/model`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::auth::{self, Authorized};
+use super::error::{ApiError, ApiResult, Problem};
+use super::extract::{Json, Path, Query};
+use crate::ingest::MAX_NODES;
+use crate::model::{self, Aggregate, Flag, Metric, Model, Shape, Source};
+use crate::predict::{self, PredictError};
+use crate::store::{self, apps::AppRow};
+use crate::validate::{self, FieldError};
+
+/// Most queries in one `POST /v1/predictions`.
+pub const MAX_BATCH_QUERIES: usize = 1000;
+/// Most points of one curve.
+pub const MAX_CURVE_POINTS: usize = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricName {
+    /// Energy-to-Solution (J)
+    Ets,
+    /// Average Power Consumption (W)
+    Apc,
+    /// Time-to-Solution (s)
+    Tts,
+}
+
+impl From<MetricName> for Metric {
+    fn from(m: MetricName) -> Self {
+        match m {
+            MetricName::Ets => Metric::Ets,
+            MetricName::Apc => Metric::Apc,
+            MetricName::Tts => Metric::Tts,
+        }
+    }
+}
+
+impl From<Metric> for MetricName {
+    fn from(m: Metric) -> Self {
+        match m {
+            Metric::Ets => MetricName::Ets,
+            Metric::Apc => MetricName::Apc,
+            Metric::Tts => MetricName::Tts,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AggregateName {
+    /// Quality-weighted mean of the runs at a measured node count.
+    #[default]
+    Mean,
+    Min,
+    /// The largest measured value (what a power-cap check wants).
+    Max,
+}
+
+impl From<AggregateName> for Aggregate {
+    fn from(a: AggregateName) -> Self {
+        match a {
+            AggregateName::Mean => Aggregate::Mean,
+            AggregateName::Min => Aggregate::Min,
+            AggregateName::Max => Aggregate::Max,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PredictionParams {
+    /// Node count, 1 to 1,000,000.
+    #[param(minimum = 1, maximum = 1_000_000)]
+    pub nodes: i64,
+    /// One metric; all three when absent.
+    pub metric: Option<MetricName>,
+    /// How runs at a measured node count are combined (default mean).
+    pub aggregate: Option<AggregateName>,
+    /// Allowed %RMSE of the predictor, in (0, 100]; default: the
+    /// application's setting, else 2.
+    #[param(exclusive_minimum = 0.0, maximum = 100.0)]
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+/// A value with its interval.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Interval {
+    pub low: f64,
+    pub high: f64,
+    /// `observed_range` (min and max of the runs at this node count) or
+    /// `95pct` (the model's prediction interval).
+    #[schema(example = "95pct")]
+    pub kind: String,
+}
+
+/// One segment of the predictor: value(n) = Σ coefficients[k]·(n − from_nodes)ᵏ.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SegmentInfo {
+    pub from_nodes: f64,
+    pub to_nodes: f64,
+    /// `linear` or `non_linear`.
+    pub kind: String,
+    pub degree: usize,
+    pub coefficients: Vec<f64>,
+}
+
+/// The fitted predictor.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ModelInfo {
+    /// `segmented` (cases I–V) or `scaled` (a single measured node count,
+    /// scaled by the metric's ideal behaviour: value = y0·(n/n0)^exponent).
+    pub kind: String,
+    /// I, II, III, IV or V for a segmented predictor.
+    pub case: Option<String>,
+    pub segments: Vec<SegmentInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaled: Option<ScaledInfo>,
+    pub params: usize,
+    /// %RMSE against the history (one point per node count).
+    pub rmse_pct: f64,
+    pub loo_rmse_pct: Option<f64>,
+    /// The allowed %RMSE asked for.
+    pub allowed_rmse_pct: f64,
+    /// The allowed %RMSE applied: higher when repeated runs scatter more.
+    pub effective_allowed_rmse_pct: f64,
+    pub within_allowed: bool,
+    /// Candidates fitted to choose from.
+    pub candidates: usize,
+    /// How extrapolation continues beyond the measured range.
+    pub extrapolation: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ScaledInfo {
+    pub n0: f64,
+    pub y0: f64,
+    pub exponent: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HistorySummary {
+    pub runs: usize,
+    pub node_counts: usize,
+    pub nodes_min: u32,
+    pub nodes_max: u32,
+    /// Relative scatter of repeated runs, per cent, when some node count was
+    /// measured more than once.
+    pub replicate_noise_pct: Option<f64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Errors {
+    pub median_pct: f64,
+    pub max_pct: f64,
+    pub points: usize,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HoldoutInfo {
+    pub held_out_nodes: Vec<u32>,
+    pub trained_up_to: u32,
+    pub errors: Errors,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BacktestInfo {
+    /// Each measured node count predicted by the selected form fitted without it.
+    pub leave_one_out: Option<Errors>,
+    /// The largest node counts predicted by a selection made without them.
+    pub holdout: Option<HoldoutInfo>,
+}
+
+/// The prediction of one metric.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MetricPrediction {
+    pub metric: MetricName,
+    pub value: f64,
+    /// J, W or s.
+    pub unit: String,
+    /// `history` (runs at exactly this node count) or `model`.
+    pub source: String,
+    pub aggregate: AggregateName,
+    pub interval: Interval,
+    /// extrapolation, thin_history, allowed_rmse_not_met, outside_theoretical_bounds.
+    pub flags: Vec<String>,
+    pub model: ModelInfo,
+    pub history: HistorySummary,
+    pub backtest: BacktestInfo,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Predictions {
+    pub app: String,
+    pub nodes: u32,
+    /// Changes whenever the application's history or settings change.
+    pub model_version: String,
+    pub predictions: Vec<MetricPrediction>,
+}
+
+fn flag_names(flags: &[Flag]) -> Vec<String> {
+    flags.iter().map(|f| f.as_str().to_owned()).collect()
+}
+
+fn errors(e: &model::ErrorSummary) -> Errors {
+    Errors {
+        median_pct: e.median_pct,
+        max_pct: e.max_pct,
+        points: e.points,
+    }
+}
+
+fn model_info(model: &Model) -> ModelInfo {
+    let (kind, case, segments, scaled) = match &model.predictor.shape {
+        Shape::Segmented { case, segments } => (
+            "segmented",
+            Some(case.as_str().to_owned()),
+            segments
+                .iter()
+                .map(|s| SegmentInfo {
+                    from_nodes: s.lo,
+                    to_nodes: s.hi,
+                    kind: match s.kind {
+                        model::SegmentKind::Linear => "linear".into(),
+                        model::SegmentKind::NonLinear => "non_linear".into(),
+                    },
+                    degree: s.degree,
+                    coefficients: s.coeffs[..=s.degree].to_vec(),
+                })
+                .collect(),
+            None,
+        ),
+        Shape::Scaled { n0, y0, exponent } => (
+            "scaled",
+            None,
+            Vec::new(),
+            Some(ScaledInfo {
+                n0: *n0,
+                y0: *y0,
+                exponent: *exponent,
+            }),
+        ),
+    };
+    ModelInfo {
+        kind: kind.into(),
+        case,
+        segments,
+        scaled,
+        params: model.params,
+        rmse_pct: model.rmse_pct,
+        loo_rmse_pct: model.loo_rmse_pct,
+        allowed_rmse_pct: model.options.allowed_rmse_pct,
+        effective_allowed_rmse_pct: model.effective_allowed_pct,
+        within_allowed: model.within_allowed,
+        candidates: model.candidates,
+        extrapolation: "linear with the end segment's slope (a non-linear end: its secant over \
+                        the last third); a power law with the same value and slope where a line \
+                        would fall towards zero"
+            .into(),
+    }
+}
+
+fn history_summary(model: &Model) -> HistorySummary {
+    let points = &model.history.points;
+    HistorySummary {
+        runs: model.history.runs,
+        node_counts: points.len(),
+        nodes_min: points.first().map_or(0, |p| p.nodes),
+        nodes_max: points.last().map_or(0, |p| p.nodes),
+        replicate_noise_pct: model.history.replicate_noise().map(|n| 100.0 * n),
+    }
+}
+
+fn backtest_info(model: &Model) -> BacktestInfo {
+    BacktestInfo {
+        leave_one_out: model.backtest.leave_one_out.as_ref().map(errors),
+        holdout: model.backtest.holdout.as_ref().map(|h| HoldoutInfo {
+            held_out_nodes: h.held_out.clone(),
+            trained_up_to: h.trained_up_to,
+            errors: errors(&h.errors),
+        }),
+    }
+}
+
+fn metric_prediction(model: &Model, nodes: u32, aggregate: AggregateName) -> MetricPrediction {
+    let p = model.predict(nodes, aggregate.into());
+    let metric = model.options.metric;
+    MetricPrediction {
+        metric: metric.into(),
+        value: p.value,
+        unit: metric.unit().into(),
+        source: match p.source {
+            Source::History => "history".into(),
+            Source::Model => "model".into(),
+        },
+        aggregate,
+        interval: Interval {
+            low: p.low,
+            high: p.high,
+            kind: match p.source {
+                Source::History => "observed_range".into(),
+                Source::Model => "95pct".into(),
+            },
+        },
+        flags: flag_names(&p.flags),
+        model: model_info(model),
+        history: history_summary(model),
+        backtest: backtest_info(model),
+    }
+}
+
+fn check_nodes(field: &str, nodes: i64) -> Result<u32, FieldError> {
+    if (1..=MAX_NODES).contains(&nodes) {
+        Ok(nodes as u32)
+    } else {
+        Err(FieldError::new(
+            field,
+            format!("must be between 1 and {MAX_NODES} (got {nodes})"),
+        ))
+    }
+}
+
+fn check_allowed(field: &str, allowed: Option<f64>) -> Result<Option<f64>, FieldError> {
+    match allowed {
+        Some(a) if !(a > 0.0 && a <= 100.0) => Err(FieldError::new(
+            field,
+            format!("must be in (0, 100] (got {a})"),
+        )),
+        other => Ok(other),
+    }
+}
+
+async fn find_app(state: &AppState, tag: &str) -> ApiResult<AppRow> {
+    validate::identifier(tag, validate::TAG_MAX).map_err(|r| ApiError::bad_request("app", r))?;
+    store::apps::get(&state.pool, tag)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))
+}
+
+fn predict_error(tag: &str, error: PredictError) -> ApiError {
+    match error {
+        PredictError::NoRuns => ApiError::invalid(
+            "app",
+            format!("application `{tag}` has no runs to predict from yet"),
+        ),
+        PredictError::Database(e) => e.into(),
+        PredictError::Fit(e) => ApiError::Internal(anyhow::anyhow!(e)),
+    }
+}
+
+async fn models(
+    state: &AppState,
+    app: &AppRow,
+    metrics: &[Metric],
+    allowed: f64,
+) -> ApiResult<Vec<Arc<Model>>> {
+    let mut out = Vec::with_capacity(metrics.len());
+    for &metric in metrics {
+        let model = state
+            .models
+            .model(&state.pool, app, metric, allowed)
+            .await
+            .map_err(|e| predict_error(&app.tag, e))?;
+        out.push(model);
+    }
+    Ok(out)
+}
+
+fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
+    metric.map_or_else(|| Metric::ALL.to_vec(), |m| vec![m.into()])
+}
+
+/// Predict EtS, APC and TtS of an application on n nodes.
+///
+/// At a measured node count the answer is the aggregate of the runs there
+/// (`source: history`); elsewhere it comes from the fitted predictor
+/// (`source: model`), with its interval, back-test and flags.
+#[utoipa::path(get, path = "/v1/apps/{app}/predictions", tag = "predictions",
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           PredictionParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The predictions", body = Predictions),
+        (status = 400, description = "Bad parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The application has no runs yet", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_predictions(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Query(params): Query<PredictionParams>,
+) -> ApiResult<axum::Json<Predictions>> {
+    let mut problems = Vec::new();
+    let nodes = check_nodes("nodes", params.nodes)
+        .map_err(|e| problems.push(e))
+        .ok();
+    let allowed = check_allowed("allowed_rmse_pct", params.allowed_rmse_pct)
+        .map_err(|e| problems.push(e))
+        .ok()
+        .flatten();
+    let Some(nodes) = nodes.filter(|_| problems.is_empty()) else {
+        return Err(ApiError::BadRequest(problems));
+    };
+    let app = find_app(&state, &tag).await?;
+    let allowed = predict::allowed_rmse(&app, allowed);
+    let aggregate = params.aggregate.unwrap_or_default();
+    let models = models(&state, &app, &metrics_of(params.metric), allowed).await?;
+    Ok(axum::Json(Predictions {
+        model_version: predict::model_version(&app),
+        app: app.tag,
+        nodes,
+        predictions: models
+            .iter()
+            .map(|m| metric_prediction(m, nodes, aggregate))
+            .collect(),
+    }))
+}
+
+/// One query of a batch.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PredictionQuery {
+    pub app: String,
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub nodes: i64,
+    /// One metric; all three when absent.
+    pub metric: Option<MetricName>,
+    pub aggregate: Option<AggregateName>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PredictionBatch {
+    /// 1 to 1,000 queries.
+    #[schema(value_type = Vec<PredictionQuery>, min_items = 1, max_items = 1000)]
+    pub queries: Vec<serde_json::Value>,
+    /// Allowed %RMSE for every query; default: each application's setting, else 2.
+    #[schema(exclusive_minimum = 0.0, maximum = 100.0)]
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+/// A compact prediction for schedulers: no model details.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BriefPrediction {
+    pub metric: MetricName,
+    pub value: f64,
+    pub unit: String,
+    pub source: String,
+    pub low: f64,
+    pub high: f64,
+    pub flags: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchAnswer {
+    pub index: usize,
+    /// `ok` or `error`.
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predictions: Vec<BriefPrediction>,
+    /// Why the query failed: the HTTP status it would have had alone, and the fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Problem>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchAnswers {
+    pub answers: Vec<BatchAnswer>,
+}
+
+/// Predict for up to 1,000 queries at once (for schedulers).
+///
+/// Each query is answered on its own: an unknown application or a bad query
+/// fails that query (with the problem it would have had alone), not the batch.
+#[utoipa::path(post, path = "/v1/predictions", tag = "predictions",
+    request_body = PredictionBatch,
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "One answer per query, in order", body = BatchAnswers),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No queries, too many, or a bad allowed_rmse_pct", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn post_predictions(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Json(batch): Json<PredictionBatch>,
+) -> ApiResult<axum::Json<BatchAnswers>> {
+    let count = batch.queries.len();
+    if count == 0 || count > MAX_BATCH_QUERIES {
+        return Err(ApiError::invalid(
+            "queries",
+            format!("must hold 1 to {MAX_BATCH_QUERIES} queries (got {count})"),
+        ));
+    }
+    let allowed = check_allowed("allowed_rmse_pct", batch.allowed_rmse_pct)
+        .map_err(|e| ApiError::Invalid(vec![e]))?;
+    let mut apps: HashMap<String, Result<AppRow, Problem>> = HashMap::new();
+    let mut answers = Vec::with_capacity(count);
+    for (index, value) in batch.queries.into_iter().enumerate() {
+        let answer = match answer(&state, &mut apps, index, value, allowed).await {
+            Ok((version, predictions)) => BatchAnswer {
+                index,
+                status: "ok".into(),
+                model_version: Some(version),
+                predictions,
+                error: None,
+            },
+            Err(problem) => BatchAnswer {
+                index,
+                status: "error".into(),
+                model_version: None,
+                predictions: Vec::new(),
+                error: Some(problem),
+            },
+        };
+        answers.push(answer);
+    }
+    Ok(axum::Json(BatchAnswers { answers }))
+}
+
+async fn answer(
+    state: &AppState,
+    apps: &mut HashMap<String, Result<AppRow, Problem>>,
+    index: usize,
+    value: serde_json::Value,
+    allowed: Option<f64>,
+) -> Result<(String, Vec<BriefPrediction>), Problem> {
+    let prefix = format!("queries[{index}]");
+    let query: PredictionQuery = super::extract::from_json_value(value, &prefix)
+        .map_err(|e| ApiError::Invalid(e).into_problem())?;
+    let nodes = check_nodes(&format!("{prefix}.nodes"), query.nodes)
+        .map_err(|e| ApiError::Invalid(vec![e]).into_problem())?;
+    if !apps.contains_key(&query.app) {
+        let found = find_app(state, &query.app)
+            .await
+            .map_err(ApiError::into_problem);
+        apps.insert(query.app.clone(), found);
+    }
+    let app = match &apps[&query.app] {
+        Ok(app) => app.clone(),
+        Err(problem) => return Err(problem.clone()),
+    };
+    let allowed = predict::allowed_rmse(&app, allowed);
+    let aggregate = query.aggregate.unwrap_or_default();
+    let models = models(state, &app, &metrics_of(query.metric), allowed)
+        .await
+        .map_err(ApiError::into_problem)?;
+    let predictions = models
+        .iter()
+        .map(|model| {
+            let p = model.predict(nodes, aggregate.into());
+            BriefPrediction {
+                metric: model.options.metric.into(),
+                value: p.value,
+                unit: model.options.metric.unit().into(),
+                source: match p.source {
+                    Source::History => "history".into(),
+                    Source::Model => "model".into(),
+                },
+                low: p.low,
+                high: p.high,
+                flags: flag_names(&p.flags),
+            }
+        })
+        .collect();
+    Ok((predict::model_version(&app), predictions))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct CurveParams {
+    /// Default ets.
+    pub metric: Option<MetricName>,
+    /// First node count (default 1).
+    #[param(minimum = 1, maximum = 1_000_000)]
+    pub from: Option<i64>,
+    /// Last node count (default twice the largest measured).
+    #[param(minimum = 1, maximum = 1_000_000)]
+    pub to: Option<i64>,
+    /// Number of points, 2 to 1000 (default 50).
+    #[param(minimum = 2, maximum = 1000)]
+    pub points: Option<usize>,
+    #[param(exclusive_minimum = 0.0, maximum = 100.0)]
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CurvePoint {
+    pub nodes: u32,
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct HistoryPoint {
+    pub nodes: u32,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    pub runs: usize,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Curve {
+    pub app: String,
+    pub metric: MetricName,
+    pub unit: String,
+    pub model_version: String,
+    /// The predictor's curve (model values, also at measured node counts).
+    pub curve: Vec<CurvePoint>,
+    /// The measured points.
+    pub history: Vec<HistoryPoint>,
+}
+
+/// The predicted curve of one metric with its interval, and the history
+/// points, for dashboards.
+#[utoipa::path(get, path = "/v1/apps/{app}/curve", tag = "predictions",
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           CurveParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The curve", body = Curve),
+        (status = 400, description = "Bad parameter (from > to, too many points, ...)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The application has no runs yet", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_curve(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Query(params): Query<CurveParams>,
+) -> ApiResult<axum::Json<Curve>> {
+    let mut problems = Vec::new();
+    let from = params
+        .from
+        .map(|f| check_nodes("from", f))
+        .transpose()
+        .map_err(|e| problems.push(e))
+        .ok()
+        .flatten();
+    let to = params
+        .to
+        .map(|t| check_nodes("to", t))
+        .transpose()
+        .map_err(|e| problems.push(e))
+        .ok()
+        .flatten();
+    if let (Some(from), Some(to)) = (from, to)
+        && from > to
+    {
+        problems.push(FieldError::new(
+            "from",
+            format!("must not exceed to ({from} > {to})"),
+        ));
+    }
+    let points = params.points.unwrap_or(50);
+    if !(2..=MAX_CURVE_POINTS).contains(&points) {
+        problems.push(FieldError::new(
+            "points",
+            format!("must be between 2 and {MAX_CURVE_POINTS} (got {points})"),
+        ));
+    }
+    if let Err(e) = check_allowed("allowed_rmse_pct", params.allowed_rmse_pct) {
+        problems.push(e);
+    }
+    if !problems.is_empty() {
+        return Err(ApiError::BadRequest(problems));
+    }
+    let app = find_app(&state, &tag).await?;
+    let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
+    let allowed = predict::allowed_rmse(&app, params.allowed_rmse_pct);
+    let model = models(&state, &app, &[metric], allowed).await?.remove(0);
+    let largest = model.history.points.last().map_or(1, |p| p.nodes);
+    let from = from.unwrap_or(1);
+    let to = to.unwrap_or_else(|| largest.saturating_mul(2)).max(from);
+    let mut nodes: Vec<u32> = (0..points)
+        .map(|i| {
+            let fraction = i as f64 / (points - 1) as f64;
+            (f64::from(from) + fraction * f64::from(to - from)).round() as u32
+        })
+        .collect();
+    nodes.dedup();
+    let curve = nodes
+        .into_iter()
+        .map(|n| {
+            let p = model.predict_model(n);
+            CurvePoint {
+                nodes: n,
+                value: p.value,
+                low: p.low,
+                high: p.high,
+            }
+        })
+        .collect();
+    Ok(axum::Json(Curve {
+        model_version: predict::model_version(&app),
+        app: app.tag,
+        metric: metric.into(),
+        unit: metric.unit().into(),
+        curve,
+        history: history_points(&model),
+    }))
+}
+
+fn history_points(model: &Model) -> Vec<HistoryPoint> {
+    model
+        .history
+        .points
+        .iter()
+        .map(|p| HistoryPoint {
+            nodes: p.nodes,
+            mean: p.mean,
+            min: p.min,
+            max: p.max,
+            runs: p.runs,
+        })
+        .collect()
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ModelParams {
+    /// Default ets.
+    pub metric: Option<MetricName>,
+    #[param(exclusive_minimum = 0.0, maximum = 100.0)]
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct FittedModel {
+    pub app: String,
+    pub metric: MetricName,
+    pub unit: String,
+    pub model_version: String,
+    /// The declared scaling mode used for the theoretical-bounds flag.
+    pub scaling_mode: String,
+    pub model: ModelInfo,
+    pub history: HistorySummary,
+    pub points: Vec<HistoryPoint>,
+    pub backtest: BacktestInfo,
+}
+
+/// The fitted predictor of one metric and its back-test.
+#[utoipa::path(get, path = "/v1/apps/{app}/model", tag = "predictions",
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           ModelParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The model", body = FittedModel),
+        (status = 400, description = "Bad parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The application has no runs yet", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_model(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Query(params): Query<ModelParams>,
+) -> ApiResult<axum::Json<FittedModel>> {
+    check_allowed("allowed_rmse_pct", params.allowed_rmse_pct)
+        .map_err(|e| ApiError::BadRequest(vec![e]))?;
+    let app = find_app(&state, &tag).await?;
+    let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
+    let allowed = predict::allowed_rmse(&app, params.allowed_rmse_pct);
+    let model = models(&state, &app, &[metric], allowed).await?.remove(0);
+    Ok(axum::Json(FittedModel {
+        model_version: predict::model_version(&app),
+        scaling_mode: app.scaling_mode.clone(),
+        app: app.tag,
+        metric: metric.into(),
+        unit: metric.unit().into(),
+        model: model_info(&model),
+        history: history_summary(&model),
+        points: history_points(&model),
+        backtest: backtest_info(&model),
+    }))
+}

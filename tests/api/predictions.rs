@@ -1,0 +1,392 @@
+//! Prediction endpoints: values, sources, errors, batches, curves, models,
+//! and refitting exactly when the history changes.
+
+use std::sync::Arc;
+
+use axum::http::{Method, StatusCode};
+use joulecast::http::{self, Settings};
+use joulecast::predict::Models;
+use serde_json::{Value, json};
+
+use crate::support::TestApp;
+
+/// A run with energy = 1000 + 100·n J and power = 50·n W exactly.
+fn linear_run(app: &str, job: &str, nodes: i64) -> Value {
+    let n = nodes as f64;
+    json!({"app": app, "source": "c", "job_id": job, "nodes": nodes,
+           "energy_j": 1000.0 + 100.0 * n, "avg_power_w": 50.0 * n})
+}
+
+async fn with_linear_history(app: &TestApp, tag: &str) {
+    let runs: Vec<Value> = [1, 2, 4, 8, 16, 32]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| linear_run(tag, &format!("{tag}-{i}"), n))
+        .collect();
+    let reply = app
+        .post("/v1/runs/batch", &app.ingest, &json!({"runs": runs}))
+        .await;
+    assert_eq!(reply.body["created"], 6, "{:#}", reply.body);
+}
+
+fn prediction<'a>(body: &'a Value, metric: &str) -> &'a Value {
+    body["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["metric"] == metric)
+        .unwrap_or_else(|| panic!("no {metric} in {body:#}"))
+}
+
+fn close(a: &Value, b: f64) -> bool {
+    (a.as_f64().unwrap() - b).abs() <= 1e-6 * b.abs().max(1.0)
+}
+
+#[tokio::test]
+async fn predictions_come_from_the_model_between_and_beyond_measured_counts() {
+    let app = TestApp::new().await;
+    with_linear_history(&app, "lin").await;
+    let reply = app
+        .get("/v1/apps/lin/predictions?nodes=12", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["nodes"], 12);
+    assert_eq!(reply.body["predictions"].as_array().unwrap().len(), 3);
+    let ets = prediction(&reply.body, "ets");
+    assert_eq!(ets["source"], "model");
+    assert_eq!(ets["unit"], "J");
+    assert!(close(&ets["value"], 1000.0 + 1200.0), "{ets:#}");
+    assert_eq!(ets["model"]["case"], "I");
+    assert!(ets["model"]["rmse_pct"].as_f64().unwrap() < 1e-6);
+    assert_eq!(ets["model"]["within_allowed"], true);
+    assert_eq!(ets["history"]["runs"], 6);
+    assert_eq!(ets["history"]["node_counts"], 6);
+    assert_eq!(ets["history"]["nodes_max"], 32);
+    assert_eq!(ets["flags"], json!([]));
+    let interval = &ets["interval"];
+    assert!(
+        interval["low"].as_f64().unwrap() <= 2200.0 && interval["high"].as_f64().unwrap() >= 2200.0
+    );
+    let apc = prediction(&reply.body, "apc");
+    assert!(close(&apc["value"], 600.0), "{apc:#}");
+    assert_eq!(apc["unit"], "W");
+    // TtS = EtS / APC is not linear: the model reports what it fitted.
+    let tts = prediction(&reply.body, "tts");
+    assert_eq!(tts["unit"], "s");
+    assert!(tts["value"].as_f64().unwrap() > 0.0);
+
+    let reply = app
+        .get("/v1/apps/lin/predictions?nodes=64&metric=apc", &app.read)
+        .await;
+    let preds = reply.body["predictions"].as_array().unwrap();
+    assert_eq!(preds.len(), 1);
+    assert!(close(&preds[0]["value"], 3200.0));
+    assert_eq!(preds[0]["flags"], json!(["extrapolation"]));
+}
+
+#[tokio::test]
+async fn a_measured_node_count_answers_from_its_runs_with_the_aggregate_asked() {
+    let app = TestApp::new().await;
+    with_linear_history(&app, "lin").await;
+    let mut higher = linear_run("lin", "extra", 8);
+    higher["energy_j"] = json!(2000.0);
+    app.ingest(&higher).await;
+    for (aggregate, expected) in [("mean", 1900.0), ("min", 1800.0), ("max", 2000.0)] {
+        let reply = app
+            .get(
+                &format!("/v1/apps/lin/predictions?nodes=8&metric=ets&aggregate={aggregate}"),
+                &app.read,
+            )
+            .await;
+        let ets = prediction(&reply.body, "ets");
+        assert_eq!(ets["source"], "history");
+        assert_eq!(ets["aggregate"], aggregate);
+        assert!(close(&ets["value"], expected), "{aggregate}: {ets:#}");
+        assert_eq!(ets["interval"]["kind"], "observed_range");
+        assert!(close(&ets["interval"]["low"], 1800.0) && close(&ets["interval"]["high"], 2000.0));
+    }
+}
+
+#[tokio::test]
+async fn a_new_run_refits_and_queries_in_between_do_not() {
+    let pool = crate::support::fresh_pool().await;
+    let models = Arc::new(Models::default());
+    let app = TestApp::with_router(
+        pool.clone(),
+        http::router_with_models(pool, Settings::default(), models.clone()),
+    )
+    .await;
+    with_linear_history(&app, "lin").await;
+
+    let first = app
+        .get("/v1/apps/lin/predictions?nodes=12&metric=ets", &app.read)
+        .await;
+    let version = first.body["model_version"].clone();
+    assert_eq!(models.counters(), (1, 1));
+    for nodes in [12, 20, 64, 3] {
+        let reply = app
+            .get(
+                &format!("/v1/apps/lin/predictions?nodes={nodes}&metric=ets"),
+                &app.read,
+            )
+            .await;
+        assert_eq!(reply.body["model_version"], version);
+    }
+    assert_eq!(
+        models.counters(),
+        (1, 1),
+        "no refit and no reading of runs in between"
+    );
+
+    // A run at 12 nodes: the next query sees it, from history, after one refit.
+    let mut at_12 = linear_run("lin", "new", 12);
+    at_12["energy_j"] = json!(2500.0);
+    app.ingest(&at_12).await;
+    let reply = app
+        .get("/v1/apps/lin/predictions?nodes=12&metric=ets", &app.read)
+        .await;
+    assert_ne!(reply.body["model_version"], version);
+    let ets = prediction(&reply.body, "ets");
+    assert_eq!(ets["source"], "history");
+    assert!(close(&ets["value"], 2500.0));
+    assert_eq!(ets["history"]["runs"], 7);
+    assert_eq!(models.counters(), (2, 2));
+
+    // A duplicate changes nothing: no new version, no refit.
+    let again = app.post("/v1/runs", &app.ingest, &at_12).await;
+    assert_eq!(again.body["status"], "duplicate");
+    app.get("/v1/apps/lin/predictions?nodes=12&metric=ets", &app.read)
+        .await;
+    assert_eq!(models.counters(), (2, 2));
+}
+
+#[tokio::test]
+async fn prediction_errors_name_their_cause() {
+    let app = TestApp::new().await;
+    with_linear_history(&app, "lin").await;
+    app.put("/v1/apps/empty", &app.admin, &json!({})).await;
+
+    app.get("/v1/apps/nothing/predictions?nodes=4", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    app.get("/v1/apps/empty/predictions?nodes=4", &app.read)
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "app");
+    for (query, field) in [
+        ("nodes=0", "nodes"),
+        ("nodes=-4", "nodes"),
+        ("nodes=2000000", "nodes"),
+        ("nodes=four", "nodes"),
+        ("", "nodes"),
+        ("nodes=4&metric=joules", "metric"),
+        ("nodes=4&aggregate=median", "aggregate"),
+        ("nodes=4&allowed_rmse_pct=0", "allowed_rmse_pct"),
+        ("nodes=4&allowed_rmse_pct=101", "allowed_rmse_pct"),
+        ("nodes=4&node=4", "node"),
+    ] {
+        let reply = app
+            .get(&format!("/v1/apps/lin/predictions?{query}"), &app.read)
+            .await;
+        reply.assert_field_error(StatusCode::BAD_REQUEST, field);
+    }
+    // Scopes: read and schedule may predict; ingest may not.
+    let path = "/v1/apps/lin/predictions?nodes=4";
+    assert_eq!(app.get(path, &app.schedule).await.status, StatusCode::OK);
+    app.get(path, &app.ingest)
+        .await
+        .assert_problem(StatusCode::FORBIDDEN);
+    app.call(Method::GET, path, None, None)
+        .await
+        .assert_problem(StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn the_allowed_rmse_comes_from_the_request_else_the_app_else_two_percent() {
+    let app = TestApp::new().await;
+    with_linear_history(&app, "lin").await;
+    let allowed = |body: &Value| {
+        prediction(body, "ets")["model"]["allowed_rmse_pct"]
+            .as_f64()
+            .unwrap()
+    };
+    let reply = app
+        .get("/v1/apps/lin/predictions?nodes=5&metric=ets", &app.read)
+        .await;
+    assert_eq!(allowed(&reply.body), 2.0);
+    app.put(
+        "/v1/apps/lin",
+        &app.admin,
+        &json!({"allowed_rmse_pct": 4.5}),
+    )
+    .await;
+    let reply = app
+        .get("/v1/apps/lin/predictions?nodes=5&metric=ets", &app.read)
+        .await;
+    assert_eq!(allowed(&reply.body), 4.5);
+    let reply = app
+        .get(
+            "/v1/apps/lin/predictions?nodes=5&metric=ets&allowed_rmse_pct=0.5",
+            &app.read,
+        )
+        .await;
+    assert_eq!(allowed(&reply.body), 0.5);
+}
+
+#[tokio::test]
+async fn a_batch_answers_each_query_and_fails_only_the_bad_ones() {
+    let app = TestApp::new().await;
+    with_linear_history(&app, "lin").await;
+    let batch = json!({"queries": [
+        {"app": "lin", "nodes": 12},
+        {"app": "nothing", "nodes": 4},
+        {"app": "lin", "nodes": 0},
+        {"app": "lin", "nodes": 64, "metric": "apc"},
+        {"app": "lin", "nodes": 8, "metric": "watts"},
+        {"app": "lin", "nodes": 8, "metric": "ets", "aggregate": "max"},
+    ]});
+    let reply = app.post("/v1/predictions", &app.schedule, &batch).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let answers = reply.body["answers"].as_array().unwrap();
+    let statuses: Vec<&str> = answers
+        .iter()
+        .map(|a| a["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["ok", "error", "error", "ok", "error", "ok"]);
+    assert_eq!(answers[0]["predictions"].as_array().unwrap().len(), 3);
+    assert_eq!(answers[1]["error"]["status"], 404);
+    assert_eq!(answers[2]["error"]["status"], 422);
+    assert_eq!(
+        answers[2]["error"]["errors"][0]["field"],
+        "queries[2].nodes"
+    );
+    assert!(close(&answers[3]["predictions"][0]["value"], 3200.0));
+    assert_eq!(
+        answers[3]["predictions"][0]["flags"],
+        json!(["extrapolation"])
+    );
+    assert_eq!(
+        answers[4]["error"]["errors"][0]["field"],
+        "queries[4].metric"
+    );
+    assert_eq!(answers[5]["predictions"][0]["source"], "history");
+
+    let reply = app
+        .post("/v1/predictions", &app.read, &json!({"queries": []}))
+        .await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "queries");
+    let many: Vec<Value> = (0..1001)
+        .map(|_| json!({"app": "lin", "nodes": 4}))
+        .collect();
+    let reply = app
+        .post("/v1/predictions", &app.read, &json!({"queries": many}))
+        .await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "queries");
+    let reply = app
+        .post(
+            "/v1/predictions",
+            &app.read,
+            &json!({"queries": [{"app": "lin", "nodes": 4}], "allowed_rmse_pct": -1}),
+        )
+        .await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "allowed_rmse_pct");
+    app.post("/v1/predictions", &app.ingest, &batch)
+        .await
+        .assert_problem(StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn the_curve_covers_the_range_asked_with_the_history_beside_it() {
+    let app = TestApp::new().await;
+    with_linear_history(&app, "lin").await;
+    let reply = app
+        .get(
+            "/v1/apps/lin/curve?metric=apc&from=1&to=64&points=64",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let curve = reply.body["curve"].as_array().unwrap();
+    assert_eq!(curve.len(), 64);
+    assert_eq!(curve[0]["nodes"], 1);
+    assert_eq!(curve[63]["nodes"], 64);
+    for point in curve {
+        let n = point["nodes"].as_f64().unwrap();
+        assert!(close(&point["value"], 50.0 * n), "{point:#}");
+        assert!(point["low"].as_f64().unwrap() <= point["value"].as_f64().unwrap());
+    }
+    assert_eq!(reply.body["history"].as_array().unwrap().len(), 6);
+    assert_eq!(reply.body["unit"], "W");
+    // Defaults: ets, from 1 to twice the largest measured count.
+    let reply = app.get("/v1/apps/lin/curve", &app.read).await;
+    assert_eq!(reply.body["metric"], "ets");
+    assert_eq!(
+        reply.body["curve"].as_array().unwrap().last().unwrap()["nodes"],
+        64
+    );
+
+    for (query, field) in [
+        ("from=10&to=5", "from"),
+        ("points=1001", "points"),
+        ("points=1", "points"),
+        ("from=0", "from"),
+        ("metric=x", "metric"),
+    ] {
+        let reply = app
+            .get(&format!("/v1/apps/lin/curve?{query}"), &app.read)
+            .await;
+        reply.assert_field_error(StatusCode::BAD_REQUEST, field);
+    }
+    app.get("/v1/apps/nothing/curve", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
+    let app = TestApp::new().await;
+    with_linear_history(&app, "lin").await;
+    let reply = app.get("/v1/apps/lin/model?metric=ets", &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let model = &reply.body["model"];
+    assert_eq!(model["kind"], "segmented");
+    assert_eq!(model["case"], "I");
+    let segment = &model["segments"][0];
+    assert_eq!(segment["kind"], "linear");
+    assert_eq!(
+        (segment["from_nodes"].as_f64(), segment["to_nodes"].as_f64()),
+        (Some(1.0), Some(32.0))
+    );
+    // value(n) = c0 + c1·(n − 1) with c0 = 1100, c1 = 100.
+    assert!(
+        close(&segment["coefficients"][0], 1100.0) && close(&segment["coefficients"][1], 100.0)
+    );
+    assert_eq!(reply.body["points"].as_array().unwrap().len(), 6);
+    let backtest = &reply.body["backtest"];
+    assert!(backtest["leave_one_out"]["max_pct"].as_f64().unwrap() < 1e-6);
+    assert_eq!(backtest["holdout"]["held_out_nodes"], json!([32]));
+    assert_eq!(reply.body["scaling_mode"], "unknown");
+    app.get("/v1/apps/lin/model?metric=x", &app.read)
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "metric");
+}
+
+#[tokio::test]
+async fn a_single_run_gives_a_flagged_scaled_answer() {
+    let app = TestApp::new().await;
+    app.put(
+        "/v1/apps/one",
+        &app.admin,
+        &json!({"scaling_mode": "strong"}),
+    )
+    .await;
+    app.ingest(&linear_run("one", "only", 4)).await;
+    let reply = app.get("/v1/apps/one/predictions?nodes=8", &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let apc = prediction(&reply.body, "apc");
+    assert_eq!(apc["model"]["kind"], "scaled");
+    // Strong scaling, ideal: APC proportional to n, EtS constant.
+    assert!(close(&apc["value"], 400.0));
+    assert!(close(&prediction(&reply.body, "ets")["value"], 1400.0));
+    let flags = apc["flags"].as_array().unwrap();
+    assert!(flags.contains(&json!("thin_history")) && flags.contains(&json!("extrapolation")));
+}
