@@ -60,11 +60,15 @@ pub fn fit(rows: &[f64], p: usize, y: &[f64], w: &[f64]) -> Option<Lsq> {
     let loo = (m > p)
         .then(|| {
             let inverse = cholesky.inverse();
+            let inverse = inverse.as_slice();
             (0..m)
                 .map(|i| {
-                    let row = DVector::from_column_slice(&rows[i * p..(i + 1) * p]);
-                    let h = w[i] * (row.transpose() * &inverse * &row)[(0, 0)];
-                    let leverage_left = 1.0 - h;
+                    // Leverage hᵢᵢ = wᵢ·xᵢᵀ(XᵀWX)⁻¹xᵢ, without allocating.
+                    let row = &rows[i * p..(i + 1) * p];
+                    let quadratic: f64 = (0..p)
+                        .map(|a| row[a] * (0..p).map(|b| inverse[a + b * p] * row[b]).sum::<f64>())
+                        .sum();
+                    let leverage_left = 1.0 - w[i] * quadratic;
                     (leverage_left > 1e-9).then(|| (y[i] - fitted[i]) / leverage_left)
                 })
                 .collect::<Option<Vec<f64>>>()

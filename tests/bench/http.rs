@@ -1,0 +1,284 @@
+//! HTTP load test on loopback: throughput and latency of
+//! `GET /v1/apps/{app}/predictions` against `GET /healthz`, in the same run.
+//!
+//! `cargo bench --bench http` starts the release binary on its embedded
+//! default in a temporary directory, stores a history, then for each endpoint:
+//! 1. closed loop: `CONNECTIONS` keep-alive connections send requests back to
+//!    back for `PHASE` seconds: the maximum throughput;
+//! 2. open loop: requests at half the prediction endpoint's maximum rate, on
+//!    a fixed schedule, for `PHASE` seconds: p50 and p99.
+//!
+//! Everything is bounded in time and talks to 127.0.0.1 only.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+
+const CONNECTIONS: usize = 16;
+const PHASE: Duration = Duration::from_secs(5);
+
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = nix_kill(self.child.id());
+        let _ = self.child.wait();
+    }
+}
+
+fn nix_kill(pid: u32) -> std::io::Result<()> {
+    // SIGTERM: a clean stop of the service and its PostgreSQL.
+    let status = Command::new("kill").arg(pid.to_string()).status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other("kill failed"))
+    }
+}
+
+fn start(data_dir: &Path) -> Server {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_joulecast"))
+        .env_remove("DATABASE_URL")
+        .env("JOULECAST_DATA_DIR", data_dir)
+        .env("JOULECAST_LOG", "warn")
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start joulecast");
+    Server { child, port }
+}
+
+async fn connect(port: u16) -> SendRequest<Full<Bytes>> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    stream.set_nodelay(true).unwrap();
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    sender
+}
+
+async fn send(
+    sender: &mut SendRequest<Full<Bytes>>,
+    method: Method,
+    path: &str,
+    token: &str,
+    body: Option<&str>,
+) -> (u16, Bytes) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.unwrap_or_default().to_owned())))
+        .unwrap();
+    sender.ready().await.unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, bytes)
+}
+
+struct Measured {
+    requests: usize,
+    seconds: f64,
+    latencies_us: Vec<f64>,
+}
+
+impl Measured {
+    fn throughput(&self) -> f64 {
+        self.requests as f64 / self.seconds
+    }
+
+    fn percentile(&self, q: f64) -> f64 {
+        let mut sorted = self.latencies_us.clone();
+        sorted.sort_by(f64::total_cmp);
+        sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+    }
+}
+
+/// Closed loop: every connection sends its next request as soon as the last
+/// one is answered.
+async fn closed_loop(port: u16, path: &str, token: &str) -> Measured {
+    let deadline = Instant::now() + PHASE;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let (path, token) = (path.to_owned(), token.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let mut sender = connect(port).await;
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                let (status, _) = send(&mut sender, Method::GET, &path, &token, None).await;
+                assert_eq!(status, 200, "{path}");
+                latencies.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            latencies
+        }));
+    }
+    let mut latencies_us = Vec::new();
+    for task in tasks {
+        latencies_us.extend(task.await.unwrap());
+    }
+    Measured {
+        requests: latencies_us.len(),
+        seconds: started.elapsed().as_secs_f64(),
+        latencies_us,
+    }
+}
+
+/// Open loop at `rate` requests per second, spread over the connections on a
+/// fixed schedule.
+async fn open_loop(port: u16, path: &str, token: &str, rate: f64) -> Measured {
+    let per_connection = rate / CONNECTIONS as f64;
+    let interval = Duration::from_secs_f64(1.0 / per_connection);
+    let started = Instant::now();
+    let latencies = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for c in 0..CONNECTIONS {
+        let (path, token, latencies) = (path.to_owned(), token.to_owned(), latencies.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut sender = connect(port).await;
+            // Stagger the connections across one interval.
+            let mut scheduled = started + interval.mul_f64(c as f64 / CONNECTIONS as f64);
+            let mut mine = Vec::new();
+            while scheduled < started + PHASE {
+                tokio::time::sleep_until(scheduled.into()).await;
+                // Timed from the send: the timer wakes up to a millisecond
+                // late, which is the load generator's, not the service's.
+                let sent = Instant::now();
+                let (status, _) = send(&mut sender, Method::GET, &path, &token, None).await;
+                assert_eq!(status, 200);
+                mine.push(sent.elapsed().as_secs_f64() * 1e6);
+                scheduled += interval;
+                // Behind schedule (the previous answer came late): send at once
+                // rather than skip, so slowness shows in the figures.
+                if scheduled < Instant::now() {
+                    scheduled = Instant::now();
+                }
+            }
+            latencies.lock().await.extend(mine);
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let latencies_us = std::mem::take(&mut *latencies.lock().await);
+    Measured {
+        requests: latencies_us.len(),
+        seconds: started.elapsed().as_secs_f64(),
+        latencies_us,
+    }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` would pass nothing
+    // and must not start a load test.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("joulecast-bench-")
+        .tempdir_in(std::env::temp_dir())
+        .unwrap();
+    let data_dir = dir.path().join("data");
+    let server = start(&data_dir);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let port = server.port;
+        // Ready?
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)).await {
+                drop(stream);
+                let mut sender = connect(port).await;
+                if send(&mut sender, Method::GET, "/readyz", "", None).await.0 == 200 {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "joulecast did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let token = std::fs::read_to_string(data_dir.join("admin-token")).unwrap();
+        let token = token.trim();
+
+        // A history of 200 runs on node counts 1..=256.
+        let runs: Vec<String> = (0..200)
+            .map(|i| {
+                let n = 1 + (i * 37) % 256;
+                let energy = 3.6e6 * (1.0 + 0.02 * n as f64);
+                format!(
+                    r#"{{"app":"bench","source":"b","job_id":"{i}","nodes":{n},"energy_j":{energy},"duration_s":{}}}"#,
+                    3600.0 * (0.05 + 0.95 / n as f64)
+                )
+            })
+            .collect();
+        let body = format!(r#"{{"runs":[{}]}}"#, runs.join(","));
+        let mut sender = connect(port).await;
+        let (status, reply) = send(&mut sender, Method::POST, "/v1/runs/batch", token, Some(&body)).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
+
+        let prediction = "/v1/apps/bench/predictions?nodes=300&metric=ets";
+        // Warm: the one fit happens here.
+        let (status, _) = send(&mut sender, Method::GET, prediction, token, None).await;
+        assert_eq!(status, 200);
+
+        let health_max = closed_loop(port, "/healthz", token).await;
+        let prediction_max = closed_loop(port, prediction, token).await;
+        let rate = prediction_max.throughput() / 2.0;
+        let health_half = open_loop(port, "/healthz", token, rate).await;
+        let prediction_half = open_loop(port, prediction, token, rate).await;
+
+        println!(
+            "Load test: {CONNECTIONS} keep-alive connections on loopback, {} s per phase, \
+             this machine ({} cores), service and PostgreSQL on the same cores.\n",
+            PHASE.as_secs(),
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+        println!("| endpoint | max throughput (req/s) | p50 / p99 at max (ms) | rate of the half-load phase (req/s) | p50 / p99 at that rate (ms) |");
+        println!("|---|---:|---:|---:|---:|");
+        for (name, max, half) in [
+            ("GET /healthz", &health_max, &health_half),
+            ("GET /v1/apps/{app}/predictions", &prediction_max, &prediction_half),
+        ] {
+            println!(
+                "| {name} | {:.0} | {:.2} / {:.2} | {:.0} | {:.2} / {:.2} |",
+                max.throughput(),
+                max.percentile(0.5) / 1000.0,
+                max.percentile(0.99) / 1000.0,
+                half.throughput(),
+                half.percentile(0.5) / 1000.0,
+                half.percentile(0.99) / 1000.0,
+            );
+        }
+        println!(
+            "\nPrediction throughput is {:.0} % of /healthz's.",
+            100.0 * prediction_max.throughput() / health_max.throughput()
+        );
+    });
+    drop(server);
+}
