@@ -72,14 +72,17 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
     }
     tracing::info!(address = %listener.local_addr()?, "Joulecast is listening");
 
-    let router = http::router(
+    let state = http::AppState::new(
         db.pool.clone(),
         http::Settings {
             public_read: args.public_read,
             request_timeout: Duration::from_secs(args.request_timeout_s),
             max_body_bytes: args.max_body_bytes,
+            cache_ttl: Duration::from_secs(args.cache_ttl_s),
         },
     );
+    let notifications = tokio::spawn(crate::cache::listen(db.pool.clone(), state.caches.clone()));
+    let router = http::router_from(state);
     // Stop on a signal, or when the embedded server dies under us.
     let database_died = Arc::new(AtomicBool::new(false));
     let mut exit_watch = db.cluster.as_ref().map(|c| c.exit_watch());
@@ -110,6 +113,7 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
         Duration::from_secs(args.shutdown_timeout_s),
     )
     .await;
+    notifications.abort();
     db.close().await;
     served.context("serving HTTP")?;
     tracing::info!("stopped");

@@ -169,6 +169,16 @@ pub struct ServeArgs {
     #[arg(long, env = "JOULECAST_SHUTDOWN_TIMEOUT_S", default_value_t = 10)]
     pub shutdown_timeout_s: u64,
 
+    /// How long API tokens and application rows are kept in memory, in
+    /// seconds (0: not at all). Changes reach every replica at once through
+    /// PostgreSQL notifications; this bounds the delay if one is lost.
+    #[arg(
+        long,
+        env = "JOULECAST_CACHE_TTL_S",
+        default_value_t = Settings::DEFAULT_CACHE_TTL_S
+    )]
+    pub cache_ttl_s: u64,
+
     /// Do not apply migrations at start-up (apply them with `joulecast migrate`).
     #[arg(long, env = "JOULECAST_NO_MIGRATE", value_parser = BoolishValueParser::new())]
     pub no_migrate: bool,

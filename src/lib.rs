@@ -2,6 +2,7 @@
 //! applications, served over HTTP from PostgreSQL.
 
 pub mod accuracy;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod db;

@@ -161,6 +161,7 @@ pub async fn put_app(
         })
         .map_err(ApiError::Invalid)?;
     let (row, created) = store::apps::upsert_metadata(&state.pool, &tag, &metadata).await?;
+    state.caches.forget_app(&tag);
     let status = if created {
         StatusCode::CREATED
     } else {

@@ -12,6 +12,7 @@ use axum::http::request::Parts;
 
 use super::AppState;
 use super::error::ApiError;
+use crate::cache::CachedToken;
 use crate::store;
 use crate::tokens::{self, Scope};
 
@@ -63,11 +64,25 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
             .ok_or(ApiError::Unauthorized(
                 "the Authorization header must be `Bearer <token>`",
             ))?;
-        let (token_id, scopes) = store::tokens::authenticate(&state.pool, &tokens::hash(secret))
-            .await?
-            .ok_or(ApiError::Unauthorized(
-                "the token is invalid, expired or revoked",
-            ))?;
+        let hash = tokens::hash(secret);
+        let token = match state.caches.token(&hash) {
+            Some(token) => token,
+            None => {
+                let (id, scopes, expires_at) = store::tokens::authenticate(&state.pool, &hash)
+                    .await?
+                    .ok_or(ApiError::Unauthorized(
+                        "the token is invalid, expired or revoked",
+                    ))?;
+                let token = CachedToken {
+                    id,
+                    scopes,
+                    expires_at,
+                };
+                state.caches.put_token(hash, token.clone());
+                token
+            }
+        };
+        let (token_id, scopes) = (token.id, token.scopes);
         let granted = scopes
             .iter()
             .filter_map(|s| s.parse::<Scope>().ok())

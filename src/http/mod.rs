@@ -40,11 +40,14 @@ pub struct Settings {
     pub public_read: bool,
     pub request_timeout: Duration,
     pub max_body_bytes: usize,
+    /// How long tokens and application rows stay in memory at most.
+    pub cache_ttl: Duration,
 }
 
 impl Settings {
     pub const DEFAULT_REQUEST_TIMEOUT_S: u64 = 30;
     pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+    pub const DEFAULT_CACHE_TTL_S: u64 = 30;
 }
 
 impl Default for Settings {
@@ -53,6 +56,7 @@ impl Default for Settings {
             public_read: false,
             request_timeout: Duration::from_secs(Self::DEFAULT_REQUEST_TIMEOUT_S),
             max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            cache_ttl: Duration::from_secs(Self::DEFAULT_CACHE_TTL_S),
         }
     }
 }
@@ -62,6 +66,18 @@ pub struct AppState {
     pub pool: PgPool,
     pub settings: Arc<Settings>,
     pub models: Arc<crate::predict::Models>,
+    pub caches: Arc<crate::cache::Caches>,
+}
+
+impl AppState {
+    pub fn new(pool: PgPool, settings: Settings) -> AppState {
+        AppState {
+            pool,
+            caches: Arc::new(crate::cache::Caches::new(settings.cache_ttl)),
+            settings: Arc::new(settings),
+            models: Arc::default(),
+        }
+    }
 }
 
 /// The documented API routes, before state and middleware.
@@ -91,23 +107,14 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// The complete service: API, documentation, metrics and middleware.
 pub fn router(pool: PgPool, settings: Settings) -> Router {
-    router_with_models(pool, settings, Arc::default())
+    router_from(AppState::new(pool, settings))
 }
 
-/// The service with a given model cache (so that tests can watch it).
-pub fn router_with_models(
-    pool: PgPool,
-    settings: Settings,
-    models: Arc<crate::predict::Models>,
-) -> Router {
+/// The service on a given state (whose caches the caller may also feed).
+pub fn router_from(state: AppState) -> Router {
     let (api, spec) = api().split_for_parts();
-    let limit = settings.max_body_bytes;
-    let timeout = settings.request_timeout;
-    let state = AppState {
-        pool,
-        settings: Arc::new(settings),
-        models,
-    };
+    let limit = state.settings.max_body_bytes;
+    let timeout = state.settings.request_timeout;
     api.merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
         .fallback(not_found)
         .with_state(state)

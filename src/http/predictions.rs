@@ -339,11 +339,18 @@ fn check_allowed(field: &str, allowed: Option<f64>) -> Result<Option<f64>, Field
     }
 }
 
+/// The application's row: from memory when it has not changed (see `cache`).
 async fn find_app(state: &AppState, tag: &str) -> ApiResult<AppRow> {
     validate::identifier(tag, validate::TAG_MAX).map_err(|r| ApiError::bad_request("app", r))?;
-    store::apps::get(&state.pool, tag)
+    if let Some(row) = state.caches.app(tag) {
+        return Ok(row);
+    }
+    let read_at = state.caches.generation();
+    let row = store::apps::get(&state.pool, tag)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))
+        .ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))?;
+    state.caches.put_app(row.clone(), read_at);
+    Ok(row)
 }
 
 fn predict_error(tag: &str, error: PredictError) -> ApiError {

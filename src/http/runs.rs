@@ -183,7 +183,7 @@ pub async fn create_run(
     Json(input): Json<RunInput>,
 ) -> ApiResult<Response> {
     let run = ingest::validate(input.into(), Utc::now()).map_err(ApiError::Invalid)?;
-    let ingested = ingest::ingest(&state.pool, vec![Ok(run)], false).await?;
+    let ingested = store_runs(&state, vec![Ok(run)], false).await?;
     let outcome = ingested.outcomes.into_iter().next();
     let (status, id) = match outcome {
         Some(Outcome::Created(id)) => (RunStatus::Created, id),
@@ -221,6 +221,23 @@ pub async fn create_run(
             .into_response(),
         RunStatus::Duplicate => (StatusCode::OK, body).into_response(),
     })
+}
+
+/// Store runs, then drop this replica's cached rows of their applications at
+/// once (other replicas hear of it through the transaction's notification).
+async fn store_runs(
+    state: &AppState,
+    items: Vec<Result<crate::store::runs::NewRun, Vec<FieldError>>>,
+    atomic: bool,
+) -> Result<ingest::Ingested, sqlx::Error> {
+    let mut tags: Vec<String> = items.iter().flatten().map(|r| r.app.clone()).collect();
+    tags.sort_unstable();
+    tags.dedup();
+    let ingested = ingest::ingest(&state.pool, items, atomic).await?;
+    for tag in &tags {
+        state.caches.forget_app(tag);
+    }
+    Ok(ingested)
 }
 
 /// A batch of runs.
@@ -329,7 +346,7 @@ pub async fn create_batch(
             })
         })
         .collect();
-    let ingested = ingest::ingest(&state.pool, items, input.atomic).await?;
+    let ingested = store_runs(&state, items, input.atomic).await?;
 
     if !ingested.committed {
         let errors: Vec<FieldError> = ingested

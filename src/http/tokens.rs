@@ -161,8 +161,8 @@ pub async fn revoke_token(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> ApiResult<axum::Json<TokenInfo>> {
-    let row = store::tokens::revoke(&state.pool, id)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no token with id {id}")))?;
+    let revoked = store::tokens::revoke(&state.pool, id).await;
+    state.caches.forget_tokens();
+    let row = revoked?.ok_or_else(|| ApiError::NotFound(format!("no token with id {id}")))?;
     Ok(axum::Json(row.into()))
 }

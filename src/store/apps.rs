@@ -94,8 +94,10 @@ pub async fn upsert_metadata(
              description = EXCLUDED.description,
              allowed_rmse_pct = EXCLUDED.allowed_rmse_pct,
              updated_at = now()
-         RETURNING {COLUMNS}, (xmax = 0) AS created"
+         RETURNING {COLUMNS}, (xmax = 0) AS created,
+                   pg_notify('joulecast', 'app:' || a.tag) IS NULL AS _notified"
     );
+    // The RETURNING clause also notifies every replica's cache (see `cache`).
     #[derive(sqlx::FromRow)]
     struct Upserted {
         #[sqlx(flatten)]

@@ -188,6 +188,15 @@ pub async fn insert_batch(
     .await?;
 
     apps::remove_unused(&mut *conn, &apps.created).await?;
+    if !created.is_empty() {
+        // Tell every replica's cache (delivered when the transaction commits).
+        sqlx::query(
+            "SELECT pg_notify('joulecast', 'app:' || tag) FROM unnest($1::text[]) AS t(tag)",
+        )
+        .bind(&tags)
+        .execute(&mut *conn)
+        .await?;
+    }
 
     let mut created: HashMap<(String, String), i64> = created
         .into_iter()

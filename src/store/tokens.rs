@@ -43,10 +43,10 @@ pub async fn insert(
 pub async fn authenticate(
     executor: impl PgExecutor<'_>,
     hash: &[u8; 32],
-) -> sqlx::Result<Option<(i64, Vec<String>)>> {
+) -> sqlx::Result<Option<(i64, Vec<String>, Option<DateTime<Utc>>)>> {
     sqlx::query_as(
         "WITH live AS (
-             SELECT id, scopes, last_used_at FROM api_tokens
+             SELECT id, scopes, expires_at, last_used_at FROM api_tokens
              WHERE token_hash = $1 AND revoked_at IS NULL
                AND (expires_at IS NULL OR expires_at > now())
          ),
@@ -56,7 +56,7 @@ pub async fn authenticate(
                           WHERE last_used_at IS NULL
                              OR last_used_at < now() - interval '1 minute')
          )
-         SELECT id, scopes FROM live",
+         SELECT id, scopes, expires_at FROM live",
     )
     .bind(&hash[..])
     .fetch_optional(executor)
@@ -70,12 +70,13 @@ pub async fn list(executor: impl PgExecutor<'_>) -> sqlx::Result<Vec<TokenRow>> 
         .await
 }
 
-/// Revoke a token; `None` when there is no such token.
+/// Revoke a token; `None` when there is no such token. Notifies every
+/// replica's cache (see `cache`).
 pub async fn revoke(executor: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Option<TokenRow>> {
     let query = format!(
         "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, now())
          WHERE id = $1
-         RETURNING {COLUMNS}"
+         RETURNING {COLUMNS}, pg_notify('joulecast', 'tokens') IS NULL AS _notified"
     );
     sqlx::query_as(sqlx::AssertSqlSafe(query))
         .bind(id)

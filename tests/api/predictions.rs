@@ -110,12 +110,10 @@ async fn a_measured_node_count_answers_from_its_runs_with_the_aggregate_asked() 
 #[tokio::test]
 async fn a_new_run_refits_and_queries_in_between_do_not() {
     let pool = crate::support::fresh_pool().await;
+    let mut state = http::AppState::new(pool.clone(), Settings::default());
     let models = Arc::new(Models::default());
-    let app = TestApp::with_router(
-        pool.clone(),
-        http::router_with_models(pool, Settings::default(), models.clone()),
-    )
-    .await;
+    state.models = models.clone();
+    let app = TestApp::with_router(pool, http::router_from(state)).await;
     with_linear_history(&app, "lin").await;
 
     let first = app
@@ -389,4 +387,100 @@ async fn a_single_run_gives_a_flagged_scaled_answer() {
     assert!(close(&prediction(&reply.body, "ets")["value"], 1400.0));
     let flags = apc["flags"].as_array().unwrap();
     assert!(flags.contains(&json!("thin_history")) && flags.contains(&json!("extrapolation")));
+}
+
+/// Two replicas on one database: what one stores, the other's next queries
+/// see, although it keeps application rows and tokens in memory.
+#[tokio::test]
+async fn another_replicas_writes_reach_this_replicas_cache() {
+    let pool = crate::support::fresh_pool().await;
+    let writer = TestApp::with_router(
+        pool.clone(),
+        http::router(pool.clone(), Settings::default()),
+    )
+    .await;
+    let reader_state = http::AppState::new(pool.clone(), Settings::default());
+    let listener = tokio::spawn(joulecast::cache::listen(
+        pool.clone(),
+        reader_state.caches.clone(),
+    ));
+    let reader = TestApp {
+        router: http::router_from(reader_state.clone()),
+        ..writer.clone()
+    };
+    with_linear_history(&writer, "lin").await;
+    // Let the listener subscribe before the reader fills its cache.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let version = loop {
+        let reply = reader
+            .get("/v1/apps/lin/predictions?nodes=12&metric=ets", &reader.read)
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        if reader_state.caches.app("lin").is_some() {
+            break reply.body["model_version"].clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader never cached the application"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+
+    // A run through the writer: the reader's next answers change.
+    writer.ingest(&linear_run("lin", "more", 12)).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let reply = reader
+            .get("/v1/apps/lin/predictions?nodes=12&metric=ets", &reader.read)
+            .await;
+        if reply.body["model_version"] != version {
+            assert_eq!(prediction(&reply.body, "ets")["source"], "history");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader kept the old history"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    // A token revoked through the writer stops working on the reader.
+    let created = writer
+        .post(
+            "/v1/tokens",
+            &writer.admin,
+            &json!({"name": "dash", "scopes": ["read"]}),
+        )
+        .await;
+    let secret = created.body["token"].as_str().unwrap().to_owned();
+    let id = created.body["id"].as_i64().unwrap();
+    assert_eq!(
+        reader
+            .get("/v1/apps/lin/predictions?nodes=4", &secret)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    writer
+        .call(
+            Method::DELETE,
+            &format!("/v1/tokens/{id}"),
+            Some(&writer.admin),
+            None,
+        )
+        .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while reader
+        .get("/v1/apps/lin/predictions?nodes=4", &secret)
+        .await
+        .status
+        != StatusCode::UNAUTHORIZED
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the revoked token kept working on the reader"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    listener.abort();
 }

@@ -1,0 +1,238 @@
+//! In-memory copies of API tokens and application rows, so that a prediction
+//! request needs no database round trip.
+//!
+//! Every write that changes them (runs committed, application metadata, token
+//! revocation) sends a PostgreSQL notification on the `joulecast` channel in
+//! its transaction; every replica listens (`listen`) and drops the entries
+//! concerned as soon as the write commits. The writing replica also drops them
+//! itself right after its commit. Entries expire after a short time as well,
+//! and everything is dropped whenever the notification connection was lost,
+//! so a missed notification costs at most that time.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use sqlx::postgres::PgListener;
+
+use crate::store::apps::AppRow;
+
+/// The notification channel.
+pub const CHANNEL: &str = "joulecast";
+/// Payload prefix of an application change: `app:<tag>`.
+pub const APP_PREFIX: &str = "app:";
+/// Payload of a token revocation.
+pub const TOKENS: &str = "tokens";
+/// Entries kept at most; beyond, the cache starts afresh.
+const MAX_ENTRIES: usize = 100_000;
+
+/// A live token's id and scopes.
+#[derive(Debug, Clone)]
+pub struct CachedToken {
+    pub id: i64,
+    pub scopes: Vec<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+pub struct Caches {
+    ttl: Duration,
+    /// Bumped by every invalidation: a row read before one is not cached.
+    generation: AtomicU64,
+    tokens: Mutex<HashMap<[u8; 32], (CachedToken, Instant)>>,
+    apps: Mutex<HashMap<String, (AppRow, Instant)>>,
+}
+
+impl Caches {
+    /// Caches whose entries live `ttl` (zero: no caching).
+    pub fn new(ttl: Duration) -> Caches {
+        Caches {
+            ttl,
+            generation: AtomicU64::new(0),
+            tokens: Mutex::new(HashMap::new()),
+            apps: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn token(&self, hash: &[u8; 32]) -> Option<CachedToken> {
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let (token, at) = tokens.get(hash)?;
+        let live = token.expires_at.is_none_or(|t| t > Utc::now());
+        (at.elapsed() < self.ttl && live).then(|| token.clone())
+    }
+
+    pub fn put_token(&self, hash: [u8; 32], token: CachedToken) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        if tokens.len() >= MAX_ENTRIES {
+            tokens.clear();
+        }
+        tokens.insert(hash, (token, Instant::now()));
+    }
+
+    pub fn app(&self, tag: &str) -> Option<AppRow> {
+        let apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
+        let (row, at) = apps.get(tag)?;
+        (at.elapsed() < self.ttl).then(|| row.clone())
+    }
+
+    /// The current generation: take it before reading what to cache.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Cache `row`, read after `generation()` returned `read_at`, unless
+    /// something was invalidated meanwhile (the row might predate that write).
+    pub fn put_app(&self, row: AppRow, read_at: u64) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
+        if self.generation() != read_at {
+            return;
+        }
+        if apps.len() >= MAX_ENTRIES {
+            apps.clear();
+        }
+        apps.insert(row.tag.clone(), (row, Instant::now()));
+    }
+
+    pub fn forget_app(&self, tag: &str) {
+        let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        apps.remove(tag);
+    }
+
+    pub fn forget_tokens(&self) {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        tokens.clear();
+    }
+
+    pub fn clear(&self) {
+        self.forget_tokens();
+        let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        apps.clear();
+    }
+
+    /// Apply one notification payload.
+    pub fn apply(&self, payload: &str) {
+        if let Some(tag) = payload.strip_prefix(APP_PREFIX) {
+            self.forget_app(tag);
+        } else if payload == TOKENS {
+            self.forget_tokens();
+        } else {
+            self.clear();
+        }
+    }
+}
+
+/// Follow the notifications of other writers (and our own) for as long as the
+/// process runs. Whenever the connection is lost, everything is dropped, since
+/// notifications may have been missed.
+pub async fn listen(pool: PgPool, caches: std::sync::Arc<Caches>) {
+    loop {
+        let mut listener = match PgListener::connect_with(&pool).await {
+            Ok(listener) => listener,
+            Err(error) => {
+                tracing::warn!(%error, "cache notifications: cannot connect; retrying");
+                caches.clear();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if let Err(error) = listener.listen(CHANNEL).await {
+            tracing::warn!(%error, "cache notifications: cannot listen; retrying");
+            caches.clear();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        }
+        // Anything cached before listening may have missed a notification.
+        caches.clear();
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(notification)) => caches.apply(notification.payload()),
+                // The connection was lost and re-established.
+                Ok(None) => caches.clear(),
+                Err(error) => {
+                    tracing::warn!(%error, "cache notifications: connection lost");
+                    caches.clear();
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(tag: &str) -> AppRow {
+        AppRow {
+            id: 1,
+            tag: tag.into(),
+            scaling_mode: "unknown".into(),
+            description: String::new(),
+            allowed_rmse_pct: None,
+            run_count: 0,
+            nodes_min: None,
+            nodes_max: None,
+            last_run_at: None,
+            history_version: 0,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn notifications_drop_what_they_name() {
+        let caches = Caches::new(Duration::from_secs(60));
+        caches.put_app(app("a"), caches.generation());
+        caches.put_app(app("b"), caches.generation());
+        let token = CachedToken {
+            id: 1,
+            scopes: vec!["read".into()],
+            expires_at: None,
+        };
+        caches.put_token([7; 32], token);
+        caches.apply("app:a");
+        assert!(caches.app("a").is_none() && caches.app("b").is_some());
+        assert!(caches.token(&[7; 32]).is_some());
+        caches.apply("tokens");
+        assert!(caches.token(&[7; 32]).is_none());
+        assert!(caches.app("b").is_some());
+        caches.apply("something new");
+        assert!(caches.app("b").is_none());
+    }
+
+    #[test]
+    fn a_row_read_before_an_invalidation_is_not_cached() {
+        let caches = Caches::new(Duration::from_secs(60));
+        let read_at = caches.generation();
+        caches.forget_app("a");
+        caches.put_app(app("a"), read_at);
+        assert!(caches.app("a").is_none());
+    }
+
+    #[test]
+    fn entries_expire_and_expired_tokens_are_not_served() {
+        let caches = Caches::new(Duration::ZERO);
+        caches.put_app(app("a"), caches.generation());
+        assert!(caches.app("a").is_none(), "a zero lifetime caches nothing");
+        let caches = Caches::new(Duration::from_secs(60));
+        let token = CachedToken {
+            id: 1,
+            scopes: vec![],
+            expires_at: Some(Utc::now() - chrono::Duration::seconds(1)),
+        };
+        caches.put_token([1; 32], token);
+        assert!(caches.token(&[1; 32]).is_none());
+    }
+}
