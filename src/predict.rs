@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
@@ -42,10 +42,18 @@ struct Version {
 
 type FitKey = (Metric, u64);
 
+/// A fitted model, and the JSON the API renders from it once: its model,
+/// history and back-test descriptions, the same for every query of this
+/// version.
+pub struct Fitted {
+    pub model: Model,
+    pub rendered: OnceLock<[Box<serde_json::value::RawValue>; 3]>,
+}
+
 struct AppModels {
     version: Version,
     runs: OnceCell<Arc<Vec<RunQuantities>>>,
-    fits: Mutex<HashMap<FitKey, Arc<OnceCell<Arc<Model>>>>>,
+    fits: Mutex<HashMap<FitKey, Arc<OnceCell<Arc<Fitted>>>>>,
 }
 
 /// The models of all applications, shared by all requests.
@@ -99,7 +107,7 @@ impl Models {
         app: &AppRow,
         metric: Metric,
         allowed_rmse_pct: f64,
-    ) -> Result<Arc<Model>, PredictError> {
+    ) -> Result<Arc<Fitted>, PredictError> {
         let version = Version {
             history: app.history_version,
             settings: app.updated_at,
@@ -155,7 +163,7 @@ impl Models {
 async fn fit(
     runs: Arc<Vec<RunQuantities>>,
     options: FitOptions,
-) -> Result<Arc<Model>, PredictError> {
+) -> Result<Arc<Fitted>, PredictError> {
     if runs.is_empty() {
         return Err(PredictError::NoRuns);
     }
@@ -165,7 +173,12 @@ async fn fit(
     })
     .await
     .map_err(|e| PredictError::Fit(e.to_string()))?
-    .map(Arc::new)
+    .map(|model| {
+        Arc::new(Fitted {
+            model,
+            rendered: OnceLock::new(),
+        })
+    })
     .ok_or(PredictError::NoRuns)
 }
 

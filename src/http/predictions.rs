@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
@@ -14,7 +15,7 @@ use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
 use crate::ingest::MAX_NODES;
 use crate::model::{self, Aggregate, Flag, Metric, Model, Shape, Source};
-use crate::predict::{self, PredictError};
+use crate::predict::{self, Fitted, PredictError};
 use crate::store::{self, apps::AppRow};
 use crate::validate::{self, FieldError};
 
@@ -193,9 +194,12 @@ pub struct MetricPrediction {
     pub interval: Interval,
     /// extrapolation, thin_history, allowed_rmse_not_met, outside_theoretical_bounds.
     pub flags: Vec<String>,
-    pub model: ModelInfo,
-    pub history: HistorySummary,
-    pub backtest: BacktestInfo,
+    #[schema(value_type = ModelInfo)]
+    pub model: Box<RawValue>,
+    #[schema(value_type = HistorySummary)]
+    pub history: Box<RawValue>,
+    #[schema(value_type = BacktestInfo)]
+    pub backtest: Box<RawValue>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -291,7 +295,27 @@ fn backtest_info(model: &Model) -> BacktestInfo {
     }
 }
 
-fn metric_prediction(model: &Model, nodes: u32, aggregate: AggregateName) -> MetricPrediction {
+/// The model's description, history summary and back-test as JSON, rendered
+/// once per fitted model.
+fn rendered(fitted: &Fitted) -> &[Box<RawValue>; 3] {
+    fitted.rendered.get_or_init(|| {
+        let model = &fitted.model;
+        [
+            raw(&model_info(model)),
+            raw(&history_summary(model)),
+            raw(&backtest_info(model)),
+        ]
+    })
+}
+
+fn raw<T: Serialize>(value: &T) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value)
+        .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("valid JSON"))
+}
+
+fn metric_prediction(fitted: &Fitted, nodes: u32, aggregate: AggregateName) -> MetricPrediction {
+    let model = &fitted.model;
+    let [model_json, history_json, backtest_json] = rendered(fitted).clone();
     let p = model.predict(nodes, aggregate.into());
     let metric = model.options.metric;
     MetricPrediction {
@@ -312,9 +336,9 @@ fn metric_prediction(model: &Model, nodes: u32, aggregate: AggregateName) -> Met
             },
         },
         flags: flag_names(&p.flags),
-        model: model_info(model),
-        history: history_summary(model),
-        backtest: backtest_info(model),
+        model: model_json,
+        history: history_json,
+        backtest: backtest_json,
     }
 }
 
@@ -369,7 +393,7 @@ async fn models(
     app: &AppRow,
     metrics: &[Metric],
     allowed: f64,
-) -> ApiResult<Vec<Arc<Model>>> {
+) -> ApiResult<Vec<Arc<Fitted>>> {
     let mut out = Vec::with_capacity(metrics.len());
     for &metric in metrics {
         let model = state
@@ -575,7 +599,8 @@ async fn answer(
         .map_err(ApiError::into_problem)?;
     let predictions = models
         .iter()
-        .map(|model| {
+        .map(|fitted| {
+            let model = &fitted.model;
             let p = model.predict(nodes, aggregate.into());
             BriefPrediction {
                 metric: model.options.metric.into(),
@@ -702,7 +727,8 @@ pub async fn get_curve(
     let app = find_app(&state, &tag).await?;
     let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
     let allowed = predict::allowed_rmse(&app, params.allowed_rmse_pct);
-    let model = models(&state, &app, &[metric], allowed).await?.remove(0);
+    let fitted = models(&state, &app, &[metric], allowed).await?.remove(0);
+    let model = &fitted.model;
     let largest = model.history.points.last().map_or(1, |p| p.nodes);
     let from = from.unwrap_or(1);
     let to = to.unwrap_or_else(|| largest.saturating_mul(2)).max(from);
@@ -731,7 +757,7 @@ pub async fn get_curve(
         metric: metric.into(),
         unit: metric.unit().into(),
         curve,
-        history: history_points(&model),
+        history: history_points(model),
     }))
 }
 
@@ -799,16 +825,17 @@ pub async fn get_model(
     let app = find_app(&state, &tag).await?;
     let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
     let allowed = predict::allowed_rmse(&app, params.allowed_rmse_pct);
-    let model = models(&state, &app, &[metric], allowed).await?.remove(0);
+    let fitted = models(&state, &app, &[metric], allowed).await?.remove(0);
+    let model = &fitted.model;
     Ok(axum::Json(FittedModel {
         model_version: predict::model_version(&app),
         scaling_mode: app.scaling_mode.clone(),
         app: app.tag,
         metric: metric.into(),
         unit: metric.unit().into(),
-        model: model_info(&model),
-        history: history_summary(&model),
-        points: history_points(&model),
-        backtest: backtest_info(&model),
+        model: model_info(model),
+        history: history_summary(model),
+        points: history_points(model),
+        backtest: backtest_info(model),
     }))
 }

@@ -370,11 +370,22 @@ impl Model {
     /// Whether moving from the nearest measured node count to `n` changes the
     /// metric more (or less) than the declared scaling mode allows.
     fn outside_theory(&self, n: f64, value: f64) -> bool {
-        let nearest = self.history.points.iter().min_by(|a, b| {
-            let da = (f64::from(a.nodes) / n).ln().abs();
-            let db = (f64::from(b.nodes) / n).ln().abs();
-            da.total_cmp(&db)
-        });
+        // Nearest on a log scale: one of the two measured counts around n.
+        let points = &self.history.points;
+        let above = points.partition_point(|p| f64::from(p.nodes) < n);
+        let candidates = [
+            above.checked_sub(1),
+            (above < points.len()).then_some(above),
+        ];
+        let nearest = candidates
+            .into_iter()
+            .flatten()
+            .map(|i| &points[i])
+            .min_by(|a, b| {
+                let da = (f64::from(a.nodes) / n).ln().abs();
+                let db = (f64::from(b.nodes) / n).ln().abs();
+                da.total_cmp(&db)
+            });
         let Some(nearest) = nearest else {
             return false;
         };

@@ -25,6 +25,9 @@ use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 
 const CONNECTIONS: usize = 16;
+/// The open loop spreads its rate over more connections, so that each one's
+/// interval stays well above the timer's millisecond resolution.
+const OPEN_LOOP_CONNECTIONS: usize = 64;
 const PHASE: Duration = Duration::from_secs(5);
 
 struct Server {
@@ -116,6 +119,13 @@ impl Measured {
     }
 }
 
+/// `path` with `{n}` replaced by the i-th of a sequence of node counts that
+/// covers 1 to 600 (measured, between and beyond the history), so that the
+/// service computes each answer rather than repeating one.
+fn with_nodes(path: &str, i: usize) -> String {
+    path.replace("{n}", &(1 + (i * 7919) % 600).to_string())
+}
+
 /// Closed loop: every connection sends its next request as soon as the last
 /// one is answered.
 async fn closed_loop(port: u16, path: &str, token: &str) -> Measured {
@@ -127,7 +137,10 @@ async fn closed_loop(port: u16, path: &str, token: &str) -> Measured {
         tasks.push(tokio::spawn(async move {
             let mut sender = connect(port).await;
             let mut latencies = Vec::new();
+            let mut i = 0;
             while Instant::now() < deadline {
+                i += 1;
+                let path = with_nodes(&path, i);
                 let t = Instant::now();
                 let (status, _) = send(&mut sender, Method::GET, &path, &token, None).await;
                 assert_eq!(status, 200, "{path}");
@@ -150,19 +163,22 @@ async fn closed_loop(port: u16, path: &str, token: &str) -> Measured {
 /// Open loop at `rate` requests per second, spread over the connections on a
 /// fixed schedule.
 async fn open_loop(port: u16, path: &str, token: &str, rate: f64) -> Measured {
-    let per_connection = rate / CONNECTIONS as f64;
+    let per_connection = rate / OPEN_LOOP_CONNECTIONS as f64;
     let interval = Duration::from_secs_f64(1.0 / per_connection);
     let started = Instant::now();
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
-    for c in 0..CONNECTIONS {
+    for c in 0..OPEN_LOOP_CONNECTIONS {
         let (path, token, latencies) = (path.to_owned(), token.to_owned(), latencies.clone());
         tasks.push(tokio::spawn(async move {
             let mut sender = connect(port).await;
             // Stagger the connections across one interval.
-            let mut scheduled = started + interval.mul_f64(c as f64 / CONNECTIONS as f64);
+            let mut scheduled = started + interval.mul_f64(c as f64 / OPEN_LOOP_CONNECTIONS as f64);
             let mut mine = Vec::new();
+            let mut i = c;
             while scheduled < started + PHASE {
+                i += 1;
+                let path = with_nodes(&path, i);
                 tokio::time::sleep_until(scheduled.into()).await;
                 // Timed from the send: the timer wakes up to a millisecond
                 // late, which is the load generator's, not the service's.
@@ -242,9 +258,10 @@ fn main() {
         let (status, reply) = send(&mut sender, Method::POST, "/v1/runs/batch", token, Some(&body)).await;
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
 
-        let prediction = "/v1/apps/bench/predictions?nodes=300&metric=ets";
+        let prediction = "/v1/apps/bench/predictions?nodes={n}&metric=ets";
         // Warm: the one fit happens here.
-        let (status, _) = send(&mut sender, Method::GET, prediction, token, None).await;
+        let warm = with_nodes(prediction, 0);
+        let (status, _) = send(&mut sender, Method::GET, &warm, token, None).await;
         assert_eq!(status, 200);
 
         let health_max = closed_loop(port, "/healthz", token).await;
@@ -254,8 +271,9 @@ fn main() {
         let prediction_half = open_loop(port, prediction, token, rate).await;
 
         println!(
-            "Load test: {CONNECTIONS} keep-alive connections on loopback, {} s per phase, \
-             this machine ({} cores), service and PostgreSQL on the same cores.\n",
+            "Load test on loopback: {CONNECTIONS} keep-alive connections back to back, then \
+             {OPEN_LOOP_CONNECTIONS} on a fixed schedule; {} s per phase; this machine ({} cores), \
+             shared by the load generator, the service and PostgreSQL.\n",
             PHASE.as_secs(),
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
@@ -263,7 +281,7 @@ fn main() {
         println!("|---|---:|---:|---:|---:|");
         for (name, max, half) in [
             ("GET /healthz", &health_max, &health_half),
-            ("GET /v1/apps/{app}/predictions", &prediction_max, &prediction_half),
+            ("GET /v1/apps/{app}/predictions?nodes=1…600&metric=ets", &prediction_max, &prediction_half),
         ] {
             println!(
                 "| {name} | {:.0} | {:.2} / {:.2} | {:.0} | {:.2} / {:.2} |",
