@@ -10,8 +10,8 @@
 //! so a missed notification costs at most that time.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -42,7 +42,7 @@ pub struct Caches {
     /// Bumped by every invalidation: a row read before one is not cached.
     generation: AtomicU64,
     tokens: Mutex<HashMap<[u8; 32], (CachedToken, Instant)>>,
-    apps: Mutex<HashMap<String, (AppRow, Instant)>>,
+    apps: Mutex<HashMap<String, (Arc<AppRow>, Instant)>>,
 }
 
 impl Caches {
@@ -74,7 +74,7 @@ impl Caches {
         tokens.insert(hash, (token, Instant::now()));
     }
 
-    pub fn app(&self, tag: &str) -> Option<AppRow> {
+    pub fn app(&self, tag: &str) -> Option<Arc<AppRow>> {
         let apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
         let (row, at) = apps.get(tag)?;
         (at.elapsed() < self.ttl).then(|| row.clone())
@@ -87,7 +87,7 @@ impl Caches {
 
     /// Cache `row`, read after `generation()` returned `read_at`, unless
     /// something was invalidated meanwhile (the row might predate that write).
-    pub fn put_app(&self, row: AppRow, read_at: u64) {
+    pub fn put_app(&self, row: Arc<AppRow>, read_at: u64) {
         if self.ttl.is_zero() {
             return;
         }
@@ -135,7 +135,7 @@ impl Caches {
 /// Follow the notifications of other writers (and our own) for as long as the
 /// process runs. Whenever the connection is lost, everything is dropped, since
 /// notifications may have been missed.
-pub async fn listen(pool: PgPool, caches: std::sync::Arc<Caches>) {
+pub async fn listen(pool: PgPool, caches: Arc<Caches>) {
     loop {
         let mut listener = match PgListener::connect_with(&pool).await {
             Ok(listener) => listener,
@@ -194,8 +194,8 @@ mod tests {
     #[test]
     fn notifications_drop_what_they_name() {
         let caches = Caches::new(Duration::from_secs(60));
-        caches.put_app(app("a"), caches.generation());
-        caches.put_app(app("b"), caches.generation());
+        caches.put_app(Arc::new(app("a")), caches.generation());
+        caches.put_app(Arc::new(app("b")), caches.generation());
         let token = CachedToken {
             id: 1,
             scopes: vec!["read".into()],
@@ -217,14 +217,14 @@ mod tests {
         let caches = Caches::new(Duration::from_secs(60));
         let read_at = caches.generation();
         caches.forget_app("a");
-        caches.put_app(app("a"), read_at);
+        caches.put_app(Arc::new(app("a")), read_at);
         assert!(caches.app("a").is_none());
     }
 
     #[test]
     fn entries_expire_and_expired_tokens_are_not_served() {
         let caches = Caches::new(Duration::ZERO);
-        caches.put_app(app("a"), caches.generation());
+        caches.put_app(Arc::new(app("a")), caches.generation());
         assert!(caches.app("a").is_none(), "a zero lifetime caches nothing");
         let caches = Caches::new(Duration::from_secs(60));
         let token = CachedToken {

@@ -364,15 +364,17 @@ fn check_allowed(field: &str, allowed: Option<f64>) -> Result<Option<f64>, Field
 }
 
 /// The application's row: from memory when it has not changed (see `cache`).
-async fn find_app(state: &AppState, tag: &str) -> ApiResult<AppRow> {
+async fn find_app(state: &AppState, tag: &str) -> ApiResult<Arc<AppRow>> {
     validate::identifier(tag, validate::TAG_MAX).map_err(|r| ApiError::bad_request("app", r))?;
     if let Some(row) = state.caches.app(tag) {
         return Ok(row);
     }
     let read_at = state.caches.generation();
-    let row = store::apps::get(&state.pool, tag)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))?;
+    let row = Arc::new(
+        store::apps::get(&state.pool, tag)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))?,
+    );
     state.caches.put_app(row.clone(), read_at);
     Ok(row)
 }
@@ -452,7 +454,7 @@ pub async fn get_predictions(
     let models = models(&state, &app, &metrics_of(params.metric), allowed).await?;
     Ok(axum::Json(Predictions {
         model_version: predict::model_version(&app),
-        app: app.tag,
+        app: app.tag.clone(),
         nodes,
         predictions: models
             .iter()
@@ -546,7 +548,7 @@ pub async fn post_predictions(
     }
     let allowed = check_allowed("allowed_rmse_pct", batch.allowed_rmse_pct)
         .map_err(|e| ApiError::Invalid(vec![e]))?;
-    let mut apps: HashMap<String, Result<AppRow, Problem>> = HashMap::new();
+    let mut apps: HashMap<String, Result<Arc<AppRow>, Problem>> = HashMap::new();
     let mut answers = Vec::with_capacity(count);
     for (index, value) in batch.queries.into_iter().enumerate() {
         let answer = match answer(&state, &mut apps, index, value, allowed).await {
@@ -572,7 +574,7 @@ pub async fn post_predictions(
 
 async fn answer(
     state: &AppState,
-    apps: &mut HashMap<String, Result<AppRow, Problem>>,
+    apps: &mut HashMap<String, Result<Arc<AppRow>, Problem>>,
     index: usize,
     value: serde_json::Value,
     allowed: Option<f64>,
@@ -753,7 +755,7 @@ pub async fn get_curve(
         .collect();
     Ok(axum::Json(Curve {
         model_version: predict::model_version(&app),
-        app: app.tag,
+        app: app.tag.clone(),
         metric: metric.into(),
         unit: metric.unit().into(),
         curve,
@@ -830,7 +832,7 @@ pub async fn get_model(
     Ok(axum::Json(FittedModel {
         model_version: predict::model_version(&app),
         scaling_mode: app.scaling_mode.clone(),
-        app: app.tag,
+        app: app.tag.clone(),
         metric: metric.into(),
         unit: metric.unit().into(),
         model: model_info(model),

@@ -4,7 +4,8 @@
 //! `cargo bench --bench http` starts the release binary on its embedded
 //! default in a temporary directory, stores a history, then for each endpoint:
 //! 1. closed loop: `CONNECTIONS` keep-alive connections send requests back to
-//!    back for `PHASE` seconds: the maximum throughput;
+//!    back for `PHASE` seconds, twice per endpoint, alternating: the maximum
+//!    throughput;
 //! 2. open loop: requests at half the prediction endpoint's maximum rate, on
 //!    a fixed schedule, for `PHASE` seconds: p50 and p99.
 //!
@@ -28,7 +29,7 @@ const CONNECTIONS: usize = 16;
 /// The open loop spreads its rate over more connections, so that each one's
 /// interval stays well above the timer's millisecond resolution.
 const OPEN_LOOP_CONNECTIONS: usize = 64;
-const PHASE: Duration = Duration::from_secs(5);
+const PHASE: Duration = Duration::from_secs(4);
 
 struct Server {
     child: Child,
@@ -108,6 +109,20 @@ struct Measured {
 }
 
 impl Measured {
+    fn merge(runs: Vec<Measured>) -> Measured {
+        let mut merged = Measured {
+            requests: 0,
+            seconds: 0.0,
+            latencies_us: Vec::new(),
+        };
+        for run in runs {
+            merged.requests += run.requests;
+            merged.seconds += run.seconds;
+            merged.latencies_us.extend(run.latencies_us);
+        }
+        merged
+    }
+
     fn throughput(&self) -> f64 {
         self.requests as f64 / self.seconds
     }
@@ -264,16 +279,25 @@ fn main() {
         let (status, _) = send(&mut sender, Method::GET, &warm, token, None).await;
         assert_eq!(status, 200);
 
-        let health_max = closed_loop(port, "/healthz", token).await;
-        let prediction_max = closed_loop(port, prediction, token).await;
+        // Alternate the two endpoints' closed loops, twice each, so that a
+        // noisy moment of this shared machine does not favour either.
+        let mut health_runs = Vec::new();
+        let mut prediction_runs = Vec::new();
+        for _ in 0..2 {
+            health_runs.push(closed_loop(port, "/healthz", token).await);
+            prediction_runs.push(closed_loop(port, prediction, token).await);
+        }
+        let health_max = Measured::merge(health_runs);
+        let prediction_max = Measured::merge(prediction_runs);
         let rate = prediction_max.throughput() / 2.0;
         let health_half = open_loop(port, "/healthz", token, rate).await;
         let prediction_half = open_loop(port, prediction, token, rate).await;
 
         println!(
-            "Load test on loopback: {CONNECTIONS} keep-alive connections back to back, then \
-             {OPEN_LOOP_CONNECTIONS} on a fixed schedule; {} s per phase; this machine ({} cores), \
-             shared by the load generator, the service and PostgreSQL.\n",
+            "Load test on loopback: {CONNECTIONS} keep-alive connections back to back (two {} s \
+             phases per endpoint, alternating), then {OPEN_LOOP_CONNECTIONS} on a fixed schedule \
+             at half the prediction rate; this machine ({} cores), shared by the load generator, \
+             the service and PostgreSQL.\n",
             PHASE.as_secs(),
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
