@@ -211,6 +211,13 @@ pub struct Predictions {
     pub predictions: Vec<MetricPrediction>,
 }
 
+fn source_name(source: Source) -> String {
+    match source {
+        Source::History => "history".into(),
+        Source::Model => "model".into(),
+    }
+}
+
 fn flag_names(flags: &[Flag]) -> Vec<String> {
     flags.iter().map(|f| f.as_str().to_owned()).collect()
 }
@@ -322,10 +329,7 @@ fn metric_prediction(fitted: &Fitted, nodes: u32, aggregate: AggregateName) -> M
         metric: metric.into(),
         value: p.value,
         unit: metric.unit().into(),
-        source: match p.source {
-            Source::History => "history".into(),
-            Source::Model => "model".into(),
-        },
+        source: source_name(p.source),
         aggregate,
         interval: Interval {
             low: p.low,
@@ -608,10 +612,7 @@ async fn answer(
                 metric: model.options.metric.into(),
                 value: p.value,
                 unit: model.options.metric.unit().into(),
-                source: match p.source {
-                    Source::History => "history".into(),
-                    Source::Model => "model".into(),
-                },
+                source: source_name(p.source),
                 low: p.low,
                 high: p.high,
                 flags: flag_names(&p.flags),

@@ -355,6 +355,8 @@ fn missing_postgres_binaries_are_explained() {
     let (_dir, data_dir, _) = data_dir();
     let output = command(&data_dir)
         .env("JOULECAST_PG_BIN_DIR", "/nonexistent/bin")
+        // Any free port: the address is claimed before the database is looked for.
+        .args(["--listen", "127.0.0.1:0"])
         .output()
         .unwrap();
     assert!(!output.status.success());
