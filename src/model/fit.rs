@@ -1057,7 +1057,15 @@ mod properties {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        // Failing seeds are kept beside this file (fit.proptest-regressions),
+        // not in a directory at the top of the project.
+        #![proptest_config(ProptestConfig {
+            cases: 64,
+            failure_persistence: Some(Box::new(
+                proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
+            )),
+            ..ProptestConfig::default()
+        })]
 
         /// Any valid history gives positive, finite predictions with a
         /// positive interval around them, at any node count.
