@@ -508,29 +508,40 @@ impl Cluster {
         if self.exited.borrow().is_some() {
             return;
         }
-        for (signal, patience) in [
-            (Signal::SIGINT, STOP_TIMEOUT),
-            (Signal::SIGQUIT, Duration::from_secs(5)),
-            (Signal::SIGKILL, Duration::from_secs(5)),
-        ] {
-            if kill(self.pid, signal).is_err() {
-                break;
-            }
-            let deadline = Instant::now() + patience;
-            while self.exited.borrow().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if self.exited.borrow().is_some() {
-                tracing::info!(pid = self.pid.as_raw(), "embedded PostgreSQL stopped");
-                return;
-            }
-            tracing::warn!(
-                pid = self.pid.as_raw(),
-                ?signal,
-                "PostgreSQL did not stop in time"
-            );
+        let exited = self.exited.clone();
+        if shut_down(self.pid, || exited.borrow().is_some()) {
+            tracing::info!(pid = self.pid.as_raw(), "embedded PostgreSQL stopped");
+        } else {
+            tracing::warn!(pid = self.pid.as_raw(), "PostgreSQL did not stop");
         }
     }
+}
+
+/// Ask `pid` to stop, more and more firmly: fast shutdown, then immediate,
+/// then kill, each given its time. Whether `gone()` came true.
+fn shut_down(pid: Pid, gone: impl Fn() -> bool) -> bool {
+    for (signal, patience) in [
+        (Signal::SIGINT, STOP_TIMEOUT),
+        (Signal::SIGQUIT, Duration::from_secs(5)),
+        (Signal::SIGKILL, Duration::from_secs(5)),
+    ] {
+        if kill(pid, signal).is_err() {
+            return gone() || !is_alive(pid);
+        }
+        let deadline = Instant::now() + patience;
+        while !gone() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if gone() {
+            return true;
+        }
+        tracing::warn!(
+            pid = pid.as_raw(),
+            ?signal,
+            "PostgreSQL did not stop in time"
+        );
+    }
+    false
 }
 
 impl Drop for Cluster {
@@ -729,21 +740,8 @@ fn is_alive(pid: Pid) -> bool {
 }
 
 fn stop_foreign(pid: Pid) -> Result<()> {
-    for (signal, patience) in [
-        (Signal::SIGINT, STOP_TIMEOUT),
-        (Signal::SIGQUIT, Duration::from_secs(5)),
-        (Signal::SIGKILL, Duration::from_secs(5)),
-    ] {
-        if kill(pid, signal).is_err() {
-            return Ok(());
-        }
-        let deadline = Instant::now() + patience;
-        while is_alive(pid) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if !is_alive(pid) {
-            return Ok(());
-        }
+    if shut_down(pid, || !is_alive(pid)) {
+        return Ok(());
     }
     Err(ClusterError::Io {
         context: format!("stopping the stale PostgreSQL {pid}"),
