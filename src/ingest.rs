@@ -16,8 +16,6 @@ use crate::validate::{self, Errors, FieldError};
 
 /// EtS, APC × TtS and start/end times may disagree by at most this fraction.
 pub const CONSISTENCY_TOLERANCE: f64 = 0.05;
-/// Larger node counts are taken for a unit or typing mistake.
-pub const MAX_NODES: i64 = 1_000_000;
 /// Average power per node above this is taken for a unit mistake (mW for W).
 pub const MAX_POWER_PER_NODE_W: f64 = 100_000.0;
 /// Ten years: a longer run is taken for a unit mistake (ms sent as s).
@@ -63,13 +61,9 @@ pub fn validate(draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<Field
         );
     }
 
-    let nodes_ok = (1..=MAX_NODES).contains(&draft.nodes);
-    if !nodes_ok {
-        errors.add(
-            "nodes",
-            format!("must be between 1 and {MAX_NODES} (got {})", draft.nodes),
-        );
-    }
+    let nodes_ok = validate::node_count(draft.nodes)
+        .map_err(|reason| errors.add("nodes", reason))
+        .is_ok();
     if let Some(list) = &draft.node_list {
         check_node_list(&mut errors, list, nodes_ok.then_some(draft.nodes));
     }
@@ -603,7 +597,7 @@ mod tests {
             ),
             (
                 RunDraft {
-                    nodes: MAX_NODES + 1,
+                    nodes: validate::MAX_NODES + 1,
                     ..draft()
                 },
                 "nodes",

@@ -148,6 +148,27 @@ pub fn time_in_range(time: chrono::DateTime<chrono::Utc>) -> Result<(), String> 
     }
 }
 
+/// Larger node counts are taken for a unit or typing mistake.
+pub const MAX_NODES: i64 = 1_000_000;
+
+/// A node count: 1 to `MAX_NODES`.
+pub fn node_count(nodes: i64) -> Result<u32, String> {
+    if (1..=MAX_NODES).contains(&nodes) {
+        Ok(nodes as u32)
+    } else {
+        Err(format!("must be between 1 and {MAX_NODES} (got {nodes})"))
+    }
+}
+
+/// An allowed %RMSE: in (0, 100].
+pub fn allowed_rmse_pct(pct: f64) -> Result<(), String> {
+    if pct > 0.0 && pct <= 100.0 {
+        Ok(())
+    } else {
+        Err(format!("must be in (0, 100] (got {pct})"))
+    }
+}
+
 /// A finite, strictly positive number.
 pub fn positive(value: f64) -> Result<(), String> {
     if !value.is_finite() {

@@ -1,5 +1,7 @@
 //! `/v1/apps`: applications, their metadata and their runs.
 
+use std::sync::Arc;
+
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -145,13 +147,8 @@ pub async fn put_app(
         );
     }
     errors.check("description", validate::text(&input.description));
-    if let Some(pct) = input.allowed_rmse_pct
-        && !(pct > 0.0 && pct <= 100.0)
-    {
-        errors.add(
-            "allowed_rmse_pct",
-            format!("must be in (0, 100] (got {pct})"),
-        );
+    if let Some(pct) = input.allowed_rmse_pct {
+        errors.check("allowed_rmse_pct", validate::allowed_rmse_pct(pct));
     }
     let metadata = errors
         .into_result(AppMetadata {
@@ -187,14 +184,24 @@ pub async fn get_app(
     State(state): State<AppState>,
     Path(tag): Path<String>,
 ) -> ApiResult<axum::Json<App>> {
-    Ok(axum::Json(find_app(&state, &tag).await?.into()))
+    let row = find_app(&state, &tag).await?;
+    Ok(axum::Json(AppRow::clone(&row).into()))
 }
 
-async fn find_app(state: &AppState, tag: &str) -> ApiResult<AppRow> {
+/// The application's row: from memory while it has not changed (see `cache`).
+pub(super) async fn find_app(state: &AppState, tag: &str) -> ApiResult<Arc<AppRow>> {
     check_tag(tag)?;
-    store::apps::get(&state.pool, tag)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))
+    if let Some(row) = state.caches.app(tag) {
+        return Ok(row);
+    }
+    let read_at = state.caches.generation();
+    let row = Arc::new(
+        store::apps::get(&state.pool, tag)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))?,
+    );
+    state.caches.put_app(row.clone(), read_at);
+    Ok(row)
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

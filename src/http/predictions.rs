@@ -10,13 +10,13 @@ use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
+use super::apps::find_app;
 use super::auth::{self, Authorized};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
-use crate::ingest::MAX_NODES;
 use crate::model::{self, Aggregate, Flag, Metric, Model, Shape, Source};
 use crate::predict::{self, Fitted, PredictError};
-use crate::store::{self, apps::AppRow};
+use crate::store::apps::AppRow;
 use crate::validate::{self, FieldError};
 
 /// Most queries in one `POST /v1/predictions`.
@@ -347,40 +347,16 @@ fn metric_prediction(fitted: &Fitted, nodes: u32, aggregate: AggregateName) -> M
 }
 
 fn check_nodes(field: &str, nodes: i64) -> Result<u32, FieldError> {
-    if (1..=MAX_NODES).contains(&nodes) {
-        Ok(nodes as u32)
-    } else {
-        Err(FieldError::new(
-            field,
-            format!("must be between 1 and {MAX_NODES} (got {nodes})"),
-        ))
-    }
+    validate::node_count(nodes).map_err(|reason| FieldError::new(field, reason))
 }
 
 fn check_allowed(field: &str, allowed: Option<f64>) -> Result<Option<f64>, FieldError> {
     match allowed {
-        Some(a) if !(a > 0.0 && a <= 100.0) => Err(FieldError::new(
-            field,
-            format!("must be in (0, 100] (got {a})"),
-        )),
-        other => Ok(other),
+        Some(pct) => validate::allowed_rmse_pct(pct)
+            .map(|()| Some(pct))
+            .map_err(|reason| FieldError::new(field, reason)),
+        None => Ok(None),
     }
-}
-
-/// The application's row: from memory when it has not changed (see `cache`).
-async fn find_app(state: &AppState, tag: &str) -> ApiResult<Arc<AppRow>> {
-    validate::identifier(tag, validate::TAG_MAX).map_err(|r| ApiError::bad_request("app", r))?;
-    if let Some(row) = state.caches.app(tag) {
-        return Ok(row);
-    }
-    let read_at = state.caches.generation();
-    let row = Arc::new(
-        store::apps::get(&state.pool, tag)
-            .await?
-            .ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))?,
-    );
-    state.caches.put_app(row.clone(), read_at);
-    Ok(row)
 }
 
 fn predict_error(tag: &str, error: PredictError) -> ApiError {
