@@ -19,6 +19,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
 use crate::store::apps::AppRow;
+use crate::tokens::Scope;
 
 /// The notification channel.
 pub const CHANNEL: &str = "joulecast";
@@ -29,19 +30,22 @@ pub const TOKENS: &str = "tokens";
 /// Entries kept at most; beyond, the cache starts afresh.
 const MAX_ENTRIES: usize = 100_000;
 
-/// A live token's id and scopes.
+/// A live token's id and scopes (those this version knows; parsed once).
 #[derive(Debug, Clone)]
 pub struct CachedToken {
     pub id: i64,
-    pub scopes: Vec<String>,
+    pub scopes: Vec<Scope>,
     pub expires_at: Option<DateTime<Utc>>,
 }
+
+/// SHA-256 of a token's secret.
+type TokenHash = [u8; 32];
 
 pub struct Caches {
     ttl: Duration,
     /// Bumped by every invalidation: a row read before one is not cached.
     generation: AtomicU64,
-    tokens: Mutex<HashMap<[u8; 32], (CachedToken, Instant)>>,
+    tokens: Mutex<HashMap<TokenHash, (Arc<CachedToken>, Instant)>>,
     apps: Mutex<HashMap<String, (Arc<AppRow>, Instant)>>,
 }
 
@@ -56,14 +60,14 @@ impl Caches {
         }
     }
 
-    pub fn token(&self, hash: &[u8; 32]) -> Option<CachedToken> {
+    pub fn token(&self, hash: &TokenHash) -> Option<Arc<CachedToken>> {
         let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
         let (token, at) = tokens.get(hash)?;
         let live = token.expires_at.is_none_or(|t| t > Utc::now());
         (at.elapsed() < self.ttl && live).then(|| token.clone())
     }
 
-    pub fn put_token(&self, hash: [u8; 32], token: CachedToken) {
+    pub fn put_token(&self, hash: TokenHash, token: Arc<CachedToken>) {
         if self.ttl.is_zero() {
             return;
         }
@@ -198,10 +202,10 @@ mod tests {
         caches.put_app(Arc::new(app("b")), caches.generation());
         let token = CachedToken {
             id: 1,
-            scopes: vec!["read".into()],
+            scopes: vec![Scope::Read],
             expires_at: None,
         };
-        caches.put_token([7; 32], token);
+        caches.put_token([7; 32], Arc::new(token));
         caches.apply("app:a");
         assert!(caches.app("a").is_none() && caches.app("b").is_some());
         assert!(caches.token(&[7; 32]).is_some());
@@ -232,7 +236,7 @@ mod tests {
             scopes: vec![],
             expires_at: Some(Utc::now() - chrono::Duration::seconds(1)),
         };
-        caches.put_token([1; 32], token);
+        caches.put_token([1; 32], Arc::new(token));
         assert!(caches.token(&[1; 32]).is_none());
     }
 }

@@ -3,6 +3,12 @@ use std::process::ExitCode;
 use clap::Parser;
 use joulecast::config::Cli;
 
+/// mimalloc rather than the system allocator: a prediction answer makes a
+/// dozen short-lived allocations, and with glibc's malloc they cost about a
+/// tenth of the service's CPU under load (see docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();

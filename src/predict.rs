@@ -83,11 +83,29 @@ pub fn allowed_rmse(app: &AppRow, requested: Option<f64>) -> f64 {
 /// A version string for clients: it changes whenever the history or the
 /// application's settings change.
 pub fn model_version(app: &AppRow) -> String {
-    format!(
-        "{}.{}",
-        app.history_version,
-        app.updated_at.timestamp_micros()
-    )
+    ModelVersion(app).to_string()
+}
+
+/// An application's model version, written (or serialized) without an
+/// intermediate string.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelVersion<'a>(pub &'a AppRow);
+
+impl std::fmt::Display for ModelVersion<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}.{}",
+            self.0.history_version,
+            self.0.updated_at.timestamp_micros()
+        )
+    }
+}
+
+impl serde::Serialize for ModelVersion<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
 }
 
 impl Models {

@@ -5,6 +5,7 @@
 //! body is even read: missing or invalid token → 401, wrong scope → 403.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
 use axum::http::header;
@@ -73,25 +74,20 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
                     .ok_or(ApiError::Unauthorized(
                         "the token is invalid, expired or revoked",
                     ))?;
-                let token = CachedToken {
+                let token = Arc::new(CachedToken {
                     id,
-                    scopes,
+                    scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),
                     expires_at,
-                };
+                });
                 state.caches.put_token(hash, token.clone());
                 token
             }
         };
-        let (token_id, scopes) = (token.id, token.scopes);
-        let granted = scopes
-            .iter()
-            .filter_map(|s| s.parse::<Scope>().ok())
-            .any(|scope| scope.grants(R::SCOPE));
-        if !granted {
+        if !token.scopes.iter().any(|scope| scope.grants(R::SCOPE)) {
             return Err(ApiError::Forbidden(R::SCOPE));
         }
         Ok(Authorized {
-            token_id: Some(token_id),
+            token_id: Some(token.id),
             _required: PhantomData,
         })
     }

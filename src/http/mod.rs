@@ -7,7 +7,7 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use sqlx::PgPool;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -61,22 +61,33 @@ impl Default for Settings {
     }
 }
 
+/// What every request shares. Handlers receive a clone of the one `Arc`.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+pub struct Shared {
     pub pool: PgPool,
-    pub settings: Arc<Settings>,
+    pub settings: Settings,
     pub models: Arc<crate::predict::Models>,
     pub caches: Arc<crate::cache::Caches>,
 }
 
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
 impl AppState {
     pub fn new(pool: PgPool, settings: Settings) -> AppState {
-        AppState {
+        AppState(Arc::new(Shared {
             pool,
             caches: Arc::new(crate::cache::Caches::new(settings.cache_ttl)),
-            settings: Arc::new(settings),
+            settings,
             models: Arc::default(),
-        }
+        }))
     }
 }
 
@@ -169,23 +180,37 @@ async fn record_metrics(request: Request, next: Next) -> Response {
         | Method::DELETE
         | Method::PATCH
         | Method::HEAD
-        | Method::OPTIONS => request.method().as_str().to_owned(),
-        _ => "other".to_owned(),
+        | Method::OPTIONS => intern(request.method().as_str()),
+        _ => "other",
     };
     let route = request
         .extensions()
         .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+        .map_or("unmatched", |p| intern(p.as_str()));
     let response = next.run(request).await;
-    let labels = [
-        ("method", method),
-        ("route", route),
-        ("status", response.status().as_u16().to_string()),
-    ];
+    let status = intern(response.status().as_str());
+    let labels = [("method", method), ("route", route), ("status", status)];
     metrics::counter!("http_requests_total", &labels).increment(1);
     metrics::histogram!("http_request_duration_seconds", &labels)
         .record(started.elapsed().as_secs_f64());
     response
+}
+
+/// A label value kept for the life of the process, so that recording a
+/// request allocates no strings. Only bounded sets come here: standard
+/// methods, the router's route templates and status codes.
+fn intern(value: &str) -> &'static str {
+    static INTERNED: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut interned = INTERNED.lock().unwrap_or_else(|e| e.into_inner());
+    match interned.get(value) {
+        Some(&kept) => kept,
+        None => {
+            let kept: &'static str = Box::leak(value.into());
+            interned.insert(kept);
+            kept
+        }
+    }
 }
 
 /// Every error answer is a problem document, including those made by routing,
@@ -223,4 +248,20 @@ fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
 
 async fn not_found() -> Response {
     problem_response(problem_for_status(StatusCode::NOT_FOUND))
+}
+
+/// A JSON answer serialized into a buffer of `capacity` bytes, for answers
+/// whose size is known in advance (axum's `Json` starts small and grows).
+pub fn json_reply<T: serde::Serialize>(value: &T, capacity: usize) -> error::ApiResult<Response> {
+    let mut body = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut body, value)
+        .map_err(|e| error::ApiError::Internal(anyhow::anyhow!("serializing an answer: {e}")))?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
 }

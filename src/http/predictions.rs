@@ -9,12 +9,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
-use super::AppState;
+use axum::response::Response;
+
 use super::apps::find_app;
 use super::auth::{self, Authorized};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
-use crate::model::{self, Aggregate, Flag, Metric, Model, Shape, Source};
+use super::{AppState, json_reply};
+use crate::model::{self, Aggregate, Flag, Metric, Model, Prediction, Shape, Source};
 use crate::predict::{self, Fitted, PredictError};
 use crate::store::apps::AppRow;
 use crate::validate::{self, FieldError};
@@ -94,14 +96,14 @@ pub struct PredictionParams {
 }
 
 /// A value with its interval.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct Interval {
     pub low: f64,
     pub high: f64,
     /// `observed_range` (min and max of the runs at this node count) or
     /// `95pct` (the model's prediction interval).
     #[schema(example = "95pct")]
-    pub kind: String,
+    pub kind: &'static str,
 }
 
 /// One segment of the predictor: value(n) = Σ coefficients[k]·(n − from_nodes)ᵏ.
@@ -137,8 +139,48 @@ pub struct ModelInfo {
     pub within_allowed: bool,
     /// Candidates fitted to choose from.
     pub candidates: usize,
-    /// How extrapolation continues beyond the measured range.
-    pub extrapolation: String,
+    /// How a segmented predictor continues outside the measured range
+    /// (absent for a scaled one, whose law holds everywhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extrapolation: Option<Extrapolation>,
+}
+
+/// The predictor below and above the measured range.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Extrapolation {
+    pub below: ContinuationInfo,
+    pub above: ContinuationInfo,
+}
+
+/// From the value at `from_nodes` with `slope`: `linear`, value + slope·(n −
+/// from_nodes); or, where a line would head towards zero, `power_law`,
+/// value·(n / from_nodes)^exponent, with the same value and slope there.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ContinuationInfo {
+    /// `linear` or `power_law`.
+    pub kind: String,
+    pub from_nodes: f64,
+    pub value: f64,
+    pub slope: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exponent: Option<f64>,
+}
+
+impl From<model::Continuation> for ContinuationInfo {
+    fn from(c: model::Continuation) -> Self {
+        ContinuationInfo {
+            kind: if c.exponent.is_some() {
+                "power_law"
+            } else {
+                "linear"
+            }
+            .into(),
+            from_nodes: c.from_nodes,
+            value: c.value,
+            slope: c.slope,
+            exponent: c.exponent,
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -166,9 +208,11 @@ pub struct Errors {
     pub points: usize,
 }
 
+/// The measured node counts from `held_out_from_nodes` up (`errors.points`
+/// of them) predicted by a selection fitted to those up to `trained_up_to`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct HoldoutInfo {
-    pub held_out_nodes: Vec<u32>,
+    pub held_out_from_nodes: u32,
     pub trained_up_to: u32,
     pub errors: Errors,
 }
@@ -182,44 +226,54 @@ pub struct BacktestInfo {
 }
 
 /// The prediction of one metric.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct MetricPrediction {
+// It borrows the parts that describe the model, rendered once per fitted
+// model: an answer copies them rather than building them again.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MetricPrediction<'a> {
     pub metric: MetricName,
     pub value: f64,
     /// J, W or s.
-    pub unit: String,
+    pub unit: &'static str,
     /// `history` (runs at exactly this node count) or `model`.
-    pub source: String,
+    pub source: &'static str,
     pub aggregate: AggregateName,
     pub interval: Interval,
     /// extrapolation, thin_history, allowed_rmse_not_met, outside_theoretical_bounds.
-    pub flags: Vec<String>,
+    #[schema(value_type = Vec<String>)]
+    pub flags: FlagNames<'a>,
     #[schema(value_type = ModelInfo)]
-    pub model: Box<RawValue>,
+    pub model: &'a RawValue,
     #[schema(value_type = HistorySummary)]
-    pub history: Box<RawValue>,
+    pub history: &'a RawValue,
     #[schema(value_type = BacktestInfo)]
-    pub backtest: Box<RawValue>,
+    pub backtest: &'a RawValue,
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct Predictions {
-    pub app: String,
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Predictions<'a> {
+    pub app: &'a str,
     pub nodes: u32,
     /// Changes whenever the application's history or settings change.
-    pub model_version: String,
-    pub predictions: Vec<MetricPrediction>,
+    #[schema(value_type = String)]
+    pub model_version: predict::ModelVersion<'a>,
+    pub predictions: Vec<MetricPrediction<'a>>,
 }
 
-fn source_name(source: Source) -> String {
-    match source {
-        Source::History => "history".into(),
-        Source::Model => "model".into(),
+/// Flags serialized by name, without collecting the names.
+#[derive(Debug)]
+pub struct FlagNames<'a>(pub &'a [Flag]);
+
+impl Serialize for FlagNames<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|f| f.as_str()))
     }
 }
 
-fn flag_names(flags: &[Flag]) -> Vec<String> {
-    flags.iter().map(|f| f.as_str().to_owned()).collect()
+fn source_name(source: Source) -> &'static str {
+    match source {
+        Source::History => "history",
+        Source::Model => "model",
+    }
 }
 
 fn errors(e: &model::ErrorSummary) -> Errors {
@@ -273,10 +327,13 @@ fn model_info(model: &Model) -> ModelInfo {
         effective_allowed_rmse_pct: model.effective_allowed_pct,
         within_allowed: model.within_allowed,
         candidates: model.candidates,
-        extrapolation: "linear with the end segment's slope (a non-linear end: its secant over \
-                        the last third); a power law with the same value and slope where a line \
-                        would fall towards zero"
-            .into(),
+        extrapolation: model
+            .predictor
+            .continuations()
+            .map(|[below, above]| Extrapolation {
+                below: below.into(),
+                above: above.into(),
+            }),
     }
 }
 
@@ -295,7 +352,7 @@ fn backtest_info(model: &Model) -> BacktestInfo {
     BacktestInfo {
         leave_one_out: model.backtest.leave_one_out.as_ref().map(errors),
         holdout: model.backtest.holdout.as_ref().map(|h| HoldoutInfo {
-            held_out_nodes: h.held_out.clone(),
+            held_out_from_nodes: h.held_out.first().copied().unwrap_or_default(),
             trained_up_to: h.trained_up_to,
             errors: errors(&h.errors),
         }),
@@ -320,29 +377,31 @@ fn raw<T: Serialize>(value: &T) -> Box<RawValue> {
         .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("valid JSON"))
 }
 
-fn metric_prediction(fitted: &Fitted, nodes: u32, aggregate: AggregateName) -> MetricPrediction {
-    let model = &fitted.model;
-    let [model_json, history_json, backtest_json] = rendered(fitted).clone();
-    let p = model.predict(nodes, aggregate.into());
-    let metric = model.options.metric;
+fn metric_prediction<'a>(
+    fitted: &'a Fitted,
+    p: &'a Prediction,
+    aggregate: AggregateName,
+) -> MetricPrediction<'a> {
+    let [model, history, backtest] = rendered(fitted);
+    let metric = fitted.model.options.metric;
     MetricPrediction {
         metric: metric.into(),
         value: p.value,
-        unit: metric.unit().into(),
+        unit: metric.unit(),
         source: source_name(p.source),
         aggregate,
         interval: Interval {
             low: p.low,
             high: p.high,
             kind: match p.source {
-                Source::History => "observed_range".into(),
-                Source::Model => "95pct".into(),
+                Source::History => "observed_range",
+                Source::Model => "95pct",
             },
         },
-        flags: flag_names(&p.flags),
-        model: model_json,
-        history: history_json,
-        backtest: backtest_json,
+        flags: FlagNames(&p.flags),
+        model,
+        history,
+        backtest,
     }
 }
 
@@ -416,7 +475,7 @@ pub async fn get_predictions(
     State(state): State<AppState>,
     Path(tag): Path<String>,
     Query(params): Query<PredictionParams>,
-) -> ApiResult<axum::Json<Predictions>> {
+) -> ApiResult<Response> {
     let mut problems = Vec::new();
     let nodes = check_nodes("nodes", params.nodes)
         .map_err(|e| problems.push(e))
@@ -432,15 +491,27 @@ pub async fn get_predictions(
     let allowed = predict::allowed_rmse(&app, allowed);
     let aggregate = params.aggregate.unwrap_or_default();
     let models = models(&state, &app, &metrics_of(params.metric), allowed).await?;
-    Ok(axum::Json(Predictions {
-        model_version: predict::model_version(&app),
-        app: app.tag.clone(),
+    let predicted: Vec<Prediction> = models
+        .iter()
+        .map(|m| m.model.predict(nodes, aggregate.into()))
+        .collect();
+    let answer = Predictions {
+        model_version: predict::ModelVersion(&app),
+        app: &app.tag,
         nodes,
         predictions: models
             .iter()
-            .map(|m| metric_prediction(m, nodes, aggregate))
+            .zip(&predicted)
+            .map(|(m, p)| metric_prediction(m, p, aggregate))
             .collect(),
-    }))
+    };
+    // The rendered model parts make up most of the answer: size the buffer
+    // for them at once.
+    let size: usize = models
+        .iter()
+        .flat_map(|m| rendered(m).iter().map(|r| r.get().len()))
+        .sum();
+    json_reply(&answer, size + 512)
 }
 
 /// One query of a batch.
@@ -467,18 +538,18 @@ pub struct PredictionBatch {
 }
 
 /// A compact prediction for schedulers: no model details.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BriefPrediction {
     pub metric: MetricName,
     pub value: f64,
-    pub unit: String,
-    pub source: String,
+    pub unit: &'static str,
+    pub source: &'static str,
     pub low: f64,
     pub high: f64,
-    pub flags: Vec<String>,
+    pub flags: Vec<&'static str>,
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BatchAnswer {
     pub index: usize,
     /// `ok` or `error`.
@@ -492,7 +563,7 @@ pub struct BatchAnswer {
     pub error: Option<Problem>,
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct BatchAnswers {
     pub answers: Vec<BatchAnswer>,
 }
@@ -587,11 +658,11 @@ async fn answer(
             BriefPrediction {
                 metric: model.options.metric.into(),
                 value: p.value,
-                unit: model.options.metric.unit().into(),
+                unit: model.options.metric.unit(),
                 source: source_name(p.source),
                 low: p.low,
                 high: p.high,
-                flags: flag_names(&p.flags),
+                flags: p.flags.iter().map(|f| f.as_str()).collect(),
             }
         })
         .collect();

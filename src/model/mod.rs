@@ -12,7 +12,7 @@ pub mod theory;
 pub use fit::{
     Backtest, ErrorSummary, Flag, History, Holdout, Model, NodePoint, Prediction, Source, fit,
 };
-pub use predictor::{Case, Predictor, Segment, SegmentKind, Shape};
+pub use predictor::{Case, Continuation, Predictor, Segment, SegmentKind, Shape};
 
 /// The allowed %RMSE when neither the request nor the application sets one.
 pub const DEFAULT_ALLOWED_RMSE_PCT: f64 = 2.0;

@@ -125,13 +125,25 @@ impl Predictor {
                 let first = &segments[0];
                 let last = &segments[segments.len() - 1];
                 if n < first.lo {
-                    extend(first.lo, first.value(first.lo), first.end_slope(false), n)
+                    Continuation::below(first).value(n)
                 } else if n > last.hi {
-                    extend(last.hi, last.value(last.hi), last.end_slope(true), n)
+                    Continuation::above(last).value(n)
                 } else {
                     segments.iter().find(|s| n <= s.hi).unwrap_or(last).value(n)
                 }
             }
+        }
+    }
+
+    /// How a segmented predictor continues below and above the measured
+    /// range; `None` for a scaled one, whose law holds everywhere.
+    pub fn continuations(&self) -> Option<[Continuation; 2]> {
+        match &self.shape {
+            Shape::Scaled { .. } => None,
+            Shape::Segmented { segments, .. } => Some([
+                Continuation::below(&segments[0]),
+                Continuation::above(&segments[segments.len() - 1]),
+            ]),
         }
     }
 }
@@ -140,17 +152,51 @@ impl Predictor {
 /// most like 1/n, energy grows at most like n².
 const EXPONENT_RANGE: (f64, f64) = (-1.0, 2.0);
 
-/// Continue from (x0, y0) with slope s to n: a line while it moves away from
-/// zero, otherwise the power law through (x0, y0) with the same slope (its
+/// The predictor beyond one end of the measured range: from the value at
+/// `from_nodes` with `slope`, a line while it moves away from zero, otherwise
+/// the power law y·(n/from_nodes)^exponent with the same value and slope (its
 /// exponent kept within what the theory allows).
-fn extend(x0: f64, y0: f64, slope: f64, n: f64) -> f64 {
-    let line = y0 + slope * (n - x0);
-    let falling = (n - x0) * slope < 0.0;
-    if !falling {
-        return line;
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Continuation {
+    pub from_nodes: f64,
+    pub value: f64,
+    pub slope: f64,
+    /// `Some` where the continuation is a power law.
+    pub exponent: Option<f64>,
+}
+
+impl Continuation {
+    fn below(first: &Segment) -> Continuation {
+        Continuation::new(
+            first.lo,
+            first.value(first.lo),
+            first.end_slope(false),
+            -1.0,
+        )
     }
-    let alpha = (slope * x0 / y0).clamp(EXPONENT_RANGE.0, EXPONENT_RANGE.1);
-    y0 * (n / x0).powf(alpha)
+
+    fn above(last: &Segment) -> Continuation {
+        Continuation::new(last.hi, last.value(last.hi), last.end_slope(true), 1.0)
+    }
+
+    /// Continue from (x0, y0) with `slope` in `direction` (−1 down, +1 up).
+    fn new(x0: f64, y0: f64, slope: f64, direction: f64) -> Continuation {
+        let towards_zero = direction * slope < 0.0;
+        Continuation {
+            from_nodes: x0,
+            value: y0,
+            slope,
+            exponent: towards_zero
+                .then(|| (slope * x0 / y0).clamp(EXPONENT_RANGE.0, EXPONENT_RANGE.1)),
+        }
+    }
+
+    pub fn value(&self, n: f64) -> f64 {
+        match self.exponent {
+            Some(alpha) => self.value * (n / self.from_nodes).powf(alpha),
+            None => self.value + self.slope * (n - self.from_nodes),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -200,6 +246,13 @@ mod tests {
             },
         };
         assert_eq!(rising.value(40.0), 100.0 + 5.0 * 30.0);
+        let [low, high] = rising.continuations().unwrap();
+        assert_eq!(
+            (high.from_nodes, high.slope, high.exponent),
+            (20.0, 5.0, None)
+        );
+        // 100 at 10 with slope 5: n^0.5 has the same value and slope there.
+        assert_eq!((low.from_nodes, low.exponent), (10.0, Some(0.5)));
         // Below the range the line would head to zero at n = −10: power law instead.
         let below = rising.value(1.0);
         assert!(below > 0.0 && below < 100.0);

@@ -1,11 +1,8 @@
 //! Prediction endpoints: values, sources, errors, batches, curves, models,
 //! and refitting exactly when the history changes.
 
-use std::sync::Arc;
-
 use axum::http::{Method, StatusCode};
 use joulecast::http::{self, Settings};
-use joulecast::predict::Models;
 use serde_json::{Value, json};
 
 use crate::support::TestApp;
@@ -110,9 +107,8 @@ async fn a_measured_node_count_answers_from_its_runs_with_the_aggregate_asked() 
 #[tokio::test]
 async fn a_new_run_refits_and_queries_in_between_do_not() {
     let pool = crate::support::fresh_pool().await;
-    let mut state = http::AppState::new(pool.clone(), Settings::default());
-    let models = Arc::new(Models::default());
-    state.models = models.clone();
+    let state = http::AppState::new(pool.clone(), Settings::default());
+    let models = state.models.clone();
     let app = TestApp::with_router(pool, http::router_from(state)).await;
     with_linear_history(&app, "lin").await;
 
@@ -361,7 +357,17 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     assert_eq!(reply.body["points"].as_array().unwrap().len(), 6);
     let backtest = &reply.body["backtest"];
     assert!(backtest["leave_one_out"]["max_pct"].as_f64().unwrap() < 1e-6);
-    assert_eq!(backtest["holdout"]["held_out_nodes"], json!([32]));
+    assert_eq!(backtest["holdout"]["held_out_from_nodes"], 32);
+    assert_eq!(backtest["holdout"]["errors"]["points"], 1);
+    // Linear history: the line continues above the range with its slope.
+    let above = &model["extrapolation"]["above"];
+    assert_eq!(above["kind"], "linear");
+    assert!(close(&above["from_nodes"], 32.0) && close(&above["slope"], 100.0));
+    // Below n = 1 the line 1100 + 100·(n − 1) heads towards zero: a power
+    // law with the same value and slope, exponent 100·1/1100.
+    let below = &model["extrapolation"]["below"];
+    assert_eq!(below["kind"], "power_law");
+    assert!(close(&below["exponent"], 100.0 / 1100.0));
     assert_eq!(reply.body["scaling_mode"], "unknown");
     app.get("/v1/apps/lin/model?metric=x", &app.read)
         .await

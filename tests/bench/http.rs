@@ -4,10 +4,11 @@
 //! `cargo bench --bench http` starts the release binary on its embedded
 //! default in a temporary directory, stores a history, then for each endpoint:
 //! 1. closed loop: `CONNECTIONS` keep-alive connections send requests back to
-//!    back for `PHASE` seconds, twice per endpoint, alternating: the maximum
-//!    throughput;
+//!    back for `PHASE` seconds, `ROUNDS` times per endpoint, alternating: the
+//!    maximum throughput, and the service's CPU time per request (from
+//!    /proc), which the load generator sharing the cores does not blur;
 //! 2. open loop: requests at half the prediction endpoint's maximum rate, on
-//!    a fixed schedule, for `PHASE` seconds: p50 and p99.
+//!    a fixed schedule, for `OPEN_PHASE` seconds: p50 and p99.
 //!
 //! Everything is bounded in time and talks to 127.0.0.1 only.
 
@@ -29,7 +30,14 @@ const CONNECTIONS: usize = 16;
 /// The open loop spreads its rate over more connections, so that each one's
 /// interval stays well above the timer's millisecond resolution.
 const OPEN_LOOP_CONNECTIONS: usize = 64;
-const PHASE: Duration = Duration::from_secs(4);
+/// Closed-loop phases per endpoint, and the length of each: short phases,
+/// alternating, so that the machine's slow drifts hit both endpoints alike.
+const ROUNDS: usize = 5;
+const PHASE: Duration = Duration::from_secs(2);
+/// Length of each open-loop phase.
+const OPEN_PHASE: Duration = Duration::from_secs(4);
+const HEALTH: &str = "/healthz";
+const PREDICTION: &str = "/v1/apps/bench/predictions?nodes={n}&metric=ets";
 
 struct Server {
     child: Child,
@@ -40,6 +48,20 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = nix_kill(self.child.id());
         let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// User and system CPU time of the service's process so far, from
+    /// /proc/<pid>/stat (in clock ticks of 1/100 s on Linux).
+    fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // The fields after the parenthesised command name; utime and stime
+        // are the 14th and 15th of the whole line.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        ticks / 100.0
     }
 }
 
@@ -63,6 +85,7 @@ fn start(data_dir: &Path) -> Server {
         .env_remove("DATABASE_URL")
         .env("JOULECAST_DATA_DIR", data_dir)
         .env("JOULECAST_LOG", "warn")
+        .envs(std::env::vars().filter(|(k, _)| k.starts_with("V")))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
         .spawn()
@@ -105,6 +128,8 @@ async fn send(
 struct Measured {
     requests: usize,
     seconds: f64,
+    /// CPU time the service (all its threads) spent in the phase.
+    server_cpu_s: f64,
     latencies_us: Vec<f64>,
 }
 
@@ -113,11 +138,13 @@ impl Measured {
         let mut merged = Measured {
             requests: 0,
             seconds: 0.0,
+            server_cpu_s: 0.0,
             latencies_us: Vec::new(),
         };
         for run in runs {
             merged.requests += run.requests;
             merged.seconds += run.seconds;
+            merged.server_cpu_s += run.server_cpu_s;
             merged.latencies_us.extend(run.latencies_us);
         }
         merged
@@ -125,6 +152,11 @@ impl Measured {
 
     fn throughput(&self) -> f64 {
         self.requests as f64 / self.seconds
+    }
+
+    /// The service's CPU time per request, µs.
+    fn cpu_per_request_us(&self) -> f64 {
+        1e6 * self.server_cpu_s / self.requests as f64
     }
 
     fn percentile(&self, q: f64) -> f64 {
@@ -143,7 +175,9 @@ fn with_nodes(path: &str, i: usize) -> String {
 
 /// Closed loop: every connection sends its next request as soon as the last
 /// one is answered.
-async fn closed_loop(port: u16, path: &str, token: &str) -> Measured {
+async fn closed_loop(server: &Server, path: &str, token: &str) -> Measured {
+    let port = server.port;
+    let cpu_before = server.cpu_seconds();
     let deadline = Instant::now() + PHASE;
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -171,6 +205,7 @@ async fn closed_loop(port: u16, path: &str, token: &str) -> Measured {
     Measured {
         requests: latencies_us.len(),
         seconds: started.elapsed().as_secs_f64(),
+        server_cpu_s: server.cpu_seconds() - cpu_before,
         latencies_us,
     }
 }
@@ -191,7 +226,7 @@ async fn open_loop(port: u16, path: &str, token: &str, rate: f64) -> Measured {
             let mut scheduled = started + interval.mul_f64(c as f64 / OPEN_LOOP_CONNECTIONS as f64);
             let mut mine = Vec::new();
             let mut i = c;
-            while scheduled < started + PHASE {
+            while scheduled < started + OPEN_PHASE {
                 i += 1;
                 let path = with_nodes(&path, i);
                 tokio::time::sleep_until(scheduled.into()).await;
@@ -218,6 +253,7 @@ async fn open_loop(port: u16, path: &str, token: &str, rate: f64) -> Measured {
     Measured {
         requests: latencies_us.len(),
         seconds: started.elapsed().as_secs_f64(),
+        server_cpu_s: 0.0,
         latencies_us,
     }
 }
@@ -234,13 +270,13 @@ fn main() {
         .unwrap();
     let data_dir = dir.path().join("data");
     let server = start(&data_dir);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let client = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(async {
-        let port = server.port;
+    let port = server.port;
+    let token = client.block_on(async {
         // Ready?
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
@@ -255,7 +291,7 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let token = std::fs::read_to_string(data_dir.join("admin-token")).unwrap();
-        let token = token.trim();
+        let token = token.trim().to_owned();
 
         // A history of 200 runs on node counts 1..=256.
         let runs: Vec<String> = (0..200)
@@ -270,57 +306,67 @@ fn main() {
             .collect();
         let body = format!(r#"{{"runs":[{}]}}"#, runs.join(","));
         let mut sender = connect(port).await;
-        let (status, reply) = send(&mut sender, Method::POST, "/v1/runs/batch", token, Some(&body)).await;
+        let (status, reply) = send(&mut sender, Method::POST, "/v1/runs/batch", &token, Some(&body)).await;
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
 
-        let prediction = "/v1/apps/bench/predictions?nodes={n}&metric=ets";
         // Warm: the one fit happens here.
-        let warm = with_nodes(prediction, 0);
-        let (status, _) = send(&mut sender, Method::GET, &warm, token, None).await;
+        let warm = with_nodes(PREDICTION, 0);
+        let (status, _) = send(&mut sender, Method::GET, &warm, &token, None).await;
         assert_eq!(status, 200);
-
-        // Alternate the two endpoints' closed loops, twice each, so that a
-        // noisy moment of this shared machine does not favour either.
-        let mut health_runs = Vec::new();
-        let mut prediction_runs = Vec::new();
-        for _ in 0..2 {
-            health_runs.push(closed_loop(port, "/healthz", token).await);
-            prediction_runs.push(closed_loop(port, prediction, token).await);
-        }
-        let health_max = Measured::merge(health_runs);
-        let prediction_max = Measured::merge(prediction_runs);
-        let rate = prediction_max.throughput() / 2.0;
-        let health_half = open_loop(port, "/healthz", token, rate).await;
-        let prediction_half = open_loop(port, prediction, token, rate).await;
-
-        println!(
-            "Load test on loopback: {CONNECTIONS} keep-alive connections back to back (two {} s \
-             phases per endpoint, alternating), then {OPEN_LOOP_CONNECTIONS} on a fixed schedule \
-             at half the prediction rate; this machine ({} cores), shared by the load generator, \
-             the service and PostgreSQL.\n",
-            PHASE.as_secs(),
-            std::thread::available_parallelism().map_or(0, |n| n.get())
-        );
-        println!("| endpoint | max throughput (req/s) | p50 / p99 at max (ms) | rate of the half-load phase (req/s) | p50 / p99 at that rate (ms) |");
-        println!("|---|---:|---:|---:|---:|");
-        for (name, max, half) in [
-            ("GET /healthz", &health_max, &health_half),
-            ("GET /v1/apps/{app}/predictions?nodes=1…600&metric=ets", &prediction_max, &prediction_half),
-        ] {
-            println!(
-                "| {name} | {:.0} | {:.2} / {:.2} | {:.0} | {:.2} / {:.2} |",
-                max.throughput(),
-                max.percentile(0.5) / 1000.0,
-                max.percentile(0.99) / 1000.0,
-                half.throughput(),
-                half.percentile(0.5) / 1000.0,
-                half.percentile(0.99) / 1000.0,
-            );
-        }
-        println!(
-            "\nPrediction throughput is {:.0} % of /healthz's.",
-            100.0 * prediction_max.throughput() / health_max.throughput()
-        );
+        token
     });
+
+    // Alternate the two endpoints' closed loops so that a noisy moment of
+    // this shared machine does not favour either.
+    let mut health_runs = Vec::new();
+    let mut prediction_runs = Vec::new();
+    for _ in 0..ROUNDS {
+        health_runs.push(client.block_on(closed_loop(&server, HEALTH, &token)));
+        prediction_runs.push(client.block_on(closed_loop(&server, PREDICTION, &token)));
+    }
+    let health_max = Measured::merge(health_runs);
+    let prediction_max = Measured::merge(prediction_runs);
+    let rate = prediction_max.throughput() / 2.0;
+    let health_half = client.block_on(open_loop(port, HEALTH, &token, rate));
+    let prediction_half = client.block_on(open_loop(port, PREDICTION, &token, rate));
+
+    println!(
+        "Load test on loopback: {CONNECTIONS} keep-alive connections back to back ({ROUNDS} \
+         phases of {} s per endpoint, alternating), then {OPEN_LOOP_CONNECTIONS} on a fixed \
+         schedule at half the prediction rate for {} s each; two client threads; this machine ({} cores), shared by the load generator, the service \
+         and PostgreSQL.\n",
+        PHASE.as_secs(),
+        OPEN_PHASE.as_secs(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!(
+        "| endpoint | max throughput (req/s) | service CPU per request (µs) | p50 / p99 at max (ms) | rate of the half-load phase (req/s) | p50 / p99 at that rate (ms) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (name, max, half) in [
+        ("GET /healthz", &health_max, &health_half),
+        (
+            "GET /v1/apps/{app}/predictions?nodes=1…600&metric=ets",
+            &prediction_max,
+            &prediction_half,
+        ),
+    ] {
+        println!(
+            "| {name} | {:.0} | {:.1} | {:.2} / {:.2} | {:.0} | {:.2} / {:.2} |",
+            max.throughput(),
+            max.cpu_per_request_us(),
+            max.percentile(0.5) / 1000.0,
+            max.percentile(0.99) / 1000.0,
+            half.throughput(),
+            half.percentile(0.5) / 1000.0,
+            half.percentile(0.99) / 1000.0,
+        );
+    }
+    println!(
+        "\nPrediction throughput is {:.0} % of /healthz's; per request, the service spends {:.0} % \
+         of the CPU time on /healthz as on a prediction.",
+        100.0 * prediction_max.throughput() / health_max.throughput(),
+        100.0 * health_max.cpu_per_request_us() / prediction_max.cpu_per_request_us()
+    );
     drop(server);
 }
