@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
+use crate::predict::NodePowers;
 use crate::store::apps::AppRow;
 use crate::tokens::Scope;
 
@@ -27,6 +28,8 @@ pub const CHANNEL: &str = "joulecast";
 pub const APP_PREFIX: &str = "app:";
 /// Payload of a token revocation.
 pub const TOKENS: &str = "tokens";
+/// Payload of a change to the node registry or its power samples.
+pub const NODES: &str = "nodes";
 /// Entries kept at most; beyond, the cache starts afresh.
 const MAX_ENTRIES: usize = 100_000;
 
@@ -38,6 +41,9 @@ pub struct CachedToken {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
+/// Cached values with the time they were stored.
+type Entries<K, V> = Mutex<HashMap<K, (V, Instant)>>;
+
 /// SHA-256 of a token's secret.
 type TokenHash = [u8; 32];
 
@@ -45,9 +51,15 @@ pub struct Caches {
     ttl: Duration,
     /// Bumped by every invalidation: a row read before one is not cached.
     generation: AtomicU64,
-    tokens: Mutex<HashMap<TokenHash, (Arc<CachedToken>, Instant)>>,
-    apps: Mutex<HashMap<String, (Arc<AppRow>, Instant)>>,
+    tokens: Entries<TokenHash, Arc<CachedToken>>,
+    apps: Entries<String, Arc<AppRow>>,
+    /// Node powers per (workload, partition), for APC bounds; `None` where
+    /// no node has samples, so that predictions do not ask again.
+    node_powers: Entries<PowersKey, Option<Arc<NodePowers>>>,
 }
+
+/// A workload and a partition (`None`: all nodes).
+pub type PowersKey = (String, Option<String>);
 
 impl Caches {
     /// Caches whose entries live `ttl` (zero: no caching).
@@ -57,7 +69,37 @@ impl Caches {
             generation: AtomicU64::new(0),
             tokens: Mutex::new(HashMap::new()),
             apps: Mutex::new(HashMap::new()),
+            node_powers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// `Some(None)`: known to have no classified node.
+    pub fn node_powers(&self, key: &PowersKey) -> Option<Option<Arc<NodePowers>>> {
+        let powers = self.node_powers.lock().unwrap_or_else(|e| e.into_inner());
+        let (entry, at) = powers.get(key)?;
+        (at.elapsed() < self.ttl).then(|| entry.clone())
+    }
+
+    /// Cache node powers read after `generation()` returned `read_at`, unless
+    /// something was invalidated meanwhile.
+    pub fn put_node_powers(&self, key: PowersKey, entry: Option<Arc<NodePowers>>, read_at: u64) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut powers = self.node_powers.lock().unwrap_or_else(|e| e.into_inner());
+        if self.generation() != read_at {
+            return;
+        }
+        if powers.len() >= MAX_ENTRIES {
+            powers.clear();
+        }
+        powers.insert(key, (entry, Instant::now()));
+    }
+
+    pub fn forget_nodes(&self) {
+        let mut powers = self.node_powers.lock().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        powers.clear();
     }
 
     pub fn token(&self, hash: &TokenHash) -> Option<Arc<CachedToken>> {
@@ -119,6 +161,7 @@ impl Caches {
 
     pub fn clear(&self) {
         self.forget_tokens();
+        self.forget_nodes();
         let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
         self.generation.fetch_add(1, Ordering::SeqCst);
         apps.clear();
@@ -130,6 +173,8 @@ impl Caches {
             self.forget_app(tag);
         } else if payload == TOKENS {
             self.forget_tokens();
+        } else if payload == NODES {
+            self.forget_nodes();
         } else {
             self.clear();
         }

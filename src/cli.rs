@@ -79,6 +79,8 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
             request_timeout: Duration::from_secs(args.request_timeout_s),
             max_body_bytes: args.max_body_bytes,
             cache_ttl: Duration::from_secs(args.cache_ttl_s),
+            node_window: Duration::from_secs(u64::from(args.node_window_days) * 86_400),
+            reference_workload: args.reference_workload.clone(),
         },
     );
     let notifications = tokio::spawn(crate::cache::listen(db.pool.clone(), state.caches.clone()));

@@ -179,6 +179,26 @@ pub struct ServeArgs {
     )]
     pub cache_ttl_s: u64,
 
+    /// Node classification: a node's power P_u is the mean of its samples
+    /// measured within this many days before its latest sample under the
+    /// workload.
+    #[arg(
+        long,
+        env = "JOULECAST_NODE_WINDOW_DAYS",
+        default_value_t = Settings::DEFAULT_NODE_WINDOW_DAYS,
+        value_parser = clap::value_parser!(u32).range(1..=3650)
+    )]
+    pub node_window_days: u32,
+
+    /// The reference workload whose node classification gives the APC bounds
+    /// of predictions, unless a request names another.
+    #[arg(
+        long,
+        env = "JOULECAST_REFERENCE_WORKLOAD",
+        default_value = Settings::DEFAULT_REFERENCE_WORKLOAD
+    )]
+    pub reference_workload: String,
+
     /// Do not apply migrations at start-up (apply them with `joulecast migrate`).
     #[arg(long, env = "JOULECAST_NO_MIGRATE", value_parser = BoolishValueParser::new())]
     pub no_migrate: bool,

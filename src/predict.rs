@@ -16,8 +16,9 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use tokio::sync::OnceCell;
 
+use crate::model::bounds::{self, Scale};
 use crate::model::{self, FitOptions, Metric, Model, Observation, ScalingMode};
-use crate::store::{self, apps::AppRow, runs::RunQuantities};
+use crate::store::{self, apps::AppRow, runs::RunPower, runs::RunQuantities};
 
 /// Distinct allowed %RMSE values cached per application version; requests
 /// for more are answered without caching, so a client cannot grow memory.
@@ -40,7 +41,17 @@ struct Version {
     settings: DateTime<Utc>,
 }
 
-type FitKey = (Metric, u64);
+/// What a model is fitted to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FitKind {
+    /// One metric of the runs as measured.
+    Metric(Metric),
+    /// APC normalised to the best node (design.md §3) with one set of node
+    /// powers: `scope` names the workload and partition, `id` the powers read.
+    BestNodeApc { scope: u64, id: u64 },
+}
+
+type FitKey = (FitKind, u64);
 
 /// A fitted model, and the JSON the API renders from it once: its model,
 /// history and back-test descriptions, the same for every query of this
@@ -126,6 +137,34 @@ impl Models {
         metric: Metric,
         allowed_rmse_pct: f64,
     ) -> Result<Arc<Fitted>, PredictError> {
+        self.fitted(pool, app, FitKind::Metric(metric), allowed_rmse_pct, None)
+            .await
+    }
+
+    /// The model of `app`'s APC normalised to the best node with `powers`.
+    pub async fn best_node_apc(
+        &self,
+        pool: &PgPool,
+        app: &AppRow,
+        powers: &Arc<NodePowers>,
+        allowed_rmse_pct: f64,
+    ) -> Result<Arc<Fitted>, PredictError> {
+        let kind = FitKind::BestNodeApc {
+            scope: powers.scope,
+            id: powers.id,
+        };
+        self.fitted(pool, app, kind, allowed_rmse_pct, Some(powers))
+            .await
+    }
+
+    async fn fitted(
+        &self,
+        pool: &PgPool,
+        app: &AppRow,
+        kind: FitKind,
+        allowed_rmse_pct: f64,
+        powers: Option<&Arc<NodePowers>>,
+    ) -> Result<Arc<Fitted>, PredictError> {
         let version = Version {
             history: app.history_version,
             settings: app.updated_at,
@@ -145,14 +184,24 @@ impl Models {
                 }
             }
         };
-        let key = (metric, allowed_rmse_pct.to_bits());
+        let key = (kind, allowed_rmse_pct.to_bits());
         let cell = {
             let mut fits = entry.fits.lock().unwrap_or_else(|e| e.into_inner());
+            if let FitKind::BestNodeApc { scope, id } = kind {
+                // Models normalised with older powers of the same scope are stale.
+                fits.retain(|(k, _), _| {
+                    !matches!(k, FitKind::BestNodeApc { scope: s, id: i } if *s == scope && *i != id)
+                });
+            }
             match fits.get(&key) {
                 Some(cell) => cell.clone(),
                 None if fits.len() < MAX_FITS_PER_VERSION => fits.entry(key).or_default().clone(),
                 None => Arc::new(OnceCell::new()),
             }
+        };
+        let metric = match kind {
+            FitKind::Metric(metric) => metric,
+            FitKind::BestNodeApc { .. } => Metric::Apc,
         };
         let options = FitOptions {
             metric,
@@ -160,33 +209,62 @@ impl Models {
             allowed_rmse_pct,
         };
         cell.get_or_try_init(|| async {
-            let runs = entry
-                .runs
-                .get_or_try_init(|| async {
+            let observations = match powers {
+                None => {
+                    let runs = entry
+                        .runs
+                        .get_or_try_init(|| async {
+                            self.run_loads.fetch_add(1, Ordering::Relaxed);
+                            store::runs::quantities(pool, app.id).await.map(Arc::new)
+                        })
+                        .await?
+                        .clone();
+                    Observations::Runs(runs)
+                }
+                Some(powers) => {
                     self.run_loads.fetch_add(1, Ordering::Relaxed);
-                    store::runs::quantities(pool, app.id).await.map(Arc::new)
-                })
-                .await?
-                .clone();
+                    let runs = store::runs::powers(pool, app.id).await?;
+                    Observations::BestNode(runs, powers.clone())
+                }
+            };
             self.fits.fetch_add(1, Ordering::Relaxed);
             metrics::counter!("model_fits_total").increment(1);
-            fit(runs, options).await
+            fit(observations, options).await
         })
         .await
         .cloned()
     }
 }
 
+/// What a fit reads.
+enum Observations {
+    Runs(Arc<Vec<RunQuantities>>),
+    BestNode(Vec<RunPower>, Arc<NodePowers>),
+}
+
+impl Observations {
+    fn is_empty(&self) -> bool {
+        match self {
+            Observations::Runs(runs) => runs.is_empty(),
+            Observations::BestNode(runs, _) => runs.is_empty(),
+        }
+    }
+
+    fn values(&self, metric: Metric) -> Vec<Observation> {
+        match self {
+            Observations::Runs(runs) => observations(runs, metric),
+            Observations::BestNode(runs, powers) => best_node_observations(runs, powers),
+        }
+    }
+}
+
 /// Fit on a blocking thread: a large history must not hold up other requests.
-async fn fit(
-    runs: Arc<Vec<RunQuantities>>,
-    options: FitOptions,
-) -> Result<Arc<Fitted>, PredictError> {
+async fn fit(runs: Observations, options: FitOptions) -> Result<Arc<Fitted>, PredictError> {
     if runs.is_empty() {
         return Err(PredictError::NoRuns);
     }
     tokio::task::spawn_blocking(move || {
-        let observations = observations(&runs, options.metric);
+        let observations = runs.values(options.metric);
         model::fit(&observations, options)
     })
     .await
@@ -211,6 +289,80 @@ pub fn observations(runs: &[RunQuantities], metric: Metric) -> Vec<Observation> 
                 Metric::Tts => r.duration_s,
             },
             weight: r.quality,
+        })
+        .collect()
+}
+
+/// Every classified node's power under one workload (of one partition or
+/// all), and the registry's peak powers: what APC bounds need.
+#[derive(Debug, Clone)]
+pub struct NodePowers {
+    /// Which workload and partition these are (a hash of both).
+    pub scope: u64,
+    /// Unique to this reading of the powers: models normalised with them
+    /// are keyed by it.
+    pub id: u64,
+    /// P_u by node name.
+    pub power_w: HashMap<String, f64>,
+    /// The vendor peak by node name, where the registry knows it.
+    pub peak_w: HashMap<String, f64>,
+    pub scale: Scale,
+}
+
+impl NodePowers {
+    /// The powers of `rows` (one per classified node) and the peaks of
+    /// `peaks`; `None` without any classified node.
+    pub fn new(
+        workload: &str,
+        partition: Option<&str>,
+        rows: &[(String, f64)],
+        peaks: Vec<(String, f64)>,
+    ) -> Option<NodePowers> {
+        static IDS: AtomicU64 = AtomicU64::new(1);
+        if rows.is_empty() {
+            return None;
+        }
+        let values = rows.iter().map(|(_, p)| *p);
+        let scale = Scale {
+            p_min: values.clone().fold(f64::INFINITY, f64::min),
+            p_max: values.clone().fold(f64::NEG_INFINITY, f64::max),
+            mean: values.sum::<f64>() / rows.len() as f64,
+        };
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&(workload, partition), &mut hasher);
+        Some(NodePowers {
+            scope: std::hash::Hasher::finish(&hasher),
+            id: IDS.fetch_add(1, Ordering::Relaxed),
+            power_w: rows.iter().cloned().collect(),
+            peak_w: peaks.into_iter().collect(),
+            scale,
+        })
+    }
+
+    /// The powers of `nodes` (`None` for a node without samples).
+    pub fn of(&self, nodes: &[String]) -> Vec<Option<f64>> {
+        nodes.iter().map(|n| self.power_w.get(n).copied()).collect()
+    }
+}
+
+/// The runs' APC as if each had run on the best nodes (design.md §3).
+pub fn best_node_observations(runs: &[RunPower], powers: &NodePowers) -> Vec<Observation> {
+    runs.iter()
+        .map(|r| {
+            let nodes = u32::try_from(r.nodes).unwrap_or(0);
+            let node_powers = r
+                .node_list
+                .as_deref()
+                .map(|l| powers.of(l))
+                .unwrap_or_default();
+            let best = bounds::normalise(r.avg_power_w, nodes, &node_powers, &powers.scale);
+            Observation {
+                nodes,
+                // Inconsistent samples could make the normalised power
+                // vanish; the predictor needs positive values.
+                value: best.max(1e-3 * r.avg_power_w),
+                weight: r.quality,
+            }
         })
         .collect()
 }

@@ -247,23 +247,11 @@ pub async fn list_apps(
             .map_err(|_| ApiError::bad_request("cursor", "is not a cursor of this listing"))?;
     }
     let mut rows = store::apps::list(&state.pool, after.as_deref(), limit + 1).await?;
-    let next_cursor = next_cursor(&mut rows, limit, |a| page::encode("apps", &a.tag));
+    let next_cursor = page::next_cursor(&mut rows, limit, |a| page::encode("apps", &a.tag));
     Ok(axum::Json(AppPage {
         items: rows.into_iter().map(App::from).collect(),
         next_cursor,
     }))
-}
-
-/// Given a page fetched with one row more than `limit`, drop the extra row and
-/// return the cursor after the last kept one if there is more.
-fn next_cursor<T>(rows: &mut Vec<T>, limit: i64, cursor: impl Fn(&T) -> String) -> Option<String> {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    if rows.len() > limit {
-        rows.truncate(limit);
-        rows.last().map(cursor)
-    } else {
-        None
-    }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -370,7 +358,7 @@ pub async fn list_app_runs(
     };
     let mut rows =
         store::runs::list_for_app(&state.pool, app.id, &filter, after_id, limit + 1).await?;
-    let next_cursor = next_cursor(&mut rows, limit, |r| {
+    let next_cursor = page::next_cursor(&mut rows, limit, |r| {
         page::encode("runs", &r.id.to_string())
     });
     Ok(axum::Json(RunPage {

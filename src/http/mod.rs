@@ -25,6 +25,7 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod nodes;
 mod openapi;
 pub mod page;
 pub mod predictions;
@@ -42,12 +43,19 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// How long tokens and application rows stay in memory at most.
     pub cache_ttl: Duration,
+    /// A node's power is the mean of its samples within this time before its
+    /// latest one.
+    pub node_window: Duration,
+    /// The workload whose classification gives predictions their APC bounds.
+    pub reference_workload: String,
 }
 
 impl Settings {
     pub const DEFAULT_REQUEST_TIMEOUT_S: u64 = 30;
     pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
     pub const DEFAULT_CACHE_TTL_S: u64 = 30;
+    pub const DEFAULT_NODE_WINDOW_DAYS: u32 = 30;
+    pub const DEFAULT_REFERENCE_WORKLOAD: &'static str = "reference";
 }
 
 impl Default for Settings {
@@ -57,6 +65,8 @@ impl Default for Settings {
             request_timeout: Duration::from_secs(Self::DEFAULT_REQUEST_TIMEOUT_S),
             max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
             cache_ttl: Duration::from_secs(Self::DEFAULT_CACHE_TTL_S),
+            node_window: Duration::from_secs(u64::from(Self::DEFAULT_NODE_WINDOW_DAYS) * 86_400),
+            reference_workload: Self::DEFAULT_REFERENCE_WORKLOAD.to_owned(),
         }
     }
 }
@@ -109,6 +119,10 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(predictions::post_predictions))
         .routes(routes!(predictions::get_curve))
         .routes(routes!(predictions::get_model))
+        .routes(routes!(nodes::list_nodes))
+        .routes(routes!(nodes::get_node, nodes::put_node))
+        .routes(routes!(nodes::post_samples))
+        .routes(routes!(nodes::get_classification))
 }
 
 /// The OpenAPI document of the service.

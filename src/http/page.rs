@@ -45,6 +45,22 @@ pub fn decode(kind: &str, cursor: &str) -> Result<String, ApiError> {
         })
 }
 
+/// Given a page fetched with one row more than `limit`, drop the extra row and
+/// return the cursor after the last kept one if there is more.
+pub fn next_cursor<T>(
+    rows: &mut Vec<T>,
+    limit: i64,
+    cursor: impl Fn(&T) -> String,
+) -> Option<String> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    if rows.len() > limit {
+        rows.truncate(limit);
+        rows.last().map(cursor)
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ use super::auth::{self, Authorized};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
 use super::{AppState, json_reply};
+use crate::hostlist;
 use crate::model::{self, Aggregate, Flag, Metric, Model, Prediction, Shape, Source};
 use crate::predict::{self, Fitted, PredictError};
 use crate::store::apps::AppRow;
@@ -82,9 +83,18 @@ impl From<AggregateName> for Aggregate {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct PredictionParams {
-    /// Node count, 1 to 1,000,000.
+    /// Node count, 1 to 1,000,000. Required unless `node_list` is given
+    /// (whose length it must then equal).
     #[param(minimum = 1, maximum = 1_000_000)]
-    pub nodes: i64,
+    pub nodes: Option<i64>,
+    /// The exact node set, in Slurm hostlist syntax (`cn[01-04,07]`): adds
+    /// `node_set`, the APC and EtS predicted on those nodes.
+    pub node_list: Option<String>,
+    /// Reference workload of the node classification behind `apc_bounds`
+    /// and `node_set`; default: the service's (`--reference-workload`).
+    pub workload: Option<String>,
+    /// Only this partition's nodes give P_min and P_max.
+    pub partition: Option<String>,
     /// One metric; all three when absent.
     pub metric: Option<MetricName>,
     /// How runs at a measured node count are combined (default mean).
@@ -257,6 +267,46 @@ pub struct Predictions<'a> {
     #[schema(value_type = String)]
     pub model_version: predict::ModelVersion<'a>,
     pub predictions: Vec<MetricPrediction<'a>>,
+    /// APC on the best and worst n nodes, once nodes are classified.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub apc_bounds: Option<ApcBounds>,
+    /// APC and EtS on the nodes of `node_list`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_set: Option<NodeSet>,
+}
+
+/// APC on the best and the worst allocation of n nodes (design.md §3): the
+/// history normalised to the best node, predicted for n, plus nothing (best)
+/// or n·(P_max − P_min) (worst).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ApcBounds {
+    pub workload: String,
+    pub partition: Option<String>,
+    pub best_w: f64,
+    pub worst_w: f64,
+    pub p_min_w: f64,
+    pub p_max_w: f64,
+    /// n × the largest vendor peak the registry knows, for comparison.
+    pub vendor_peak_w: Option<f64>,
+    /// `history` or `model`, as for the predictions.
+    pub source: String,
+}
+
+/// The predicted APC and EtS on one node set: the best-node APC of n nodes
+/// plus Σ (P_v − P_min) over the set, and that APC times the predicted TtS.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NodeSet {
+    /// The set in hostlist syntax.
+    pub node_list: String,
+    pub nodes: u32,
+    pub apc_w: f64,
+    pub ets_j: f64,
+    pub tts_s: f64,
+    /// Nodes of the set without samples of the workload, counted at the
+    /// mean node power.
+    pub unclassified: Vec<String>,
+    /// Σ of the set's vendor peaks, when the registry knows all of them.
+    pub vendor_peak_w: Option<f64>,
 }
 
 /// Flags serialized by name, without collecting the names.
@@ -477,20 +527,32 @@ pub async fn get_predictions(
     Query(params): Query<PredictionParams>,
 ) -> ApiResult<Response> {
     let mut problems = Vec::new();
-    let nodes = check_nodes("nodes", params.nodes)
-        .map_err(|e| problems.push(e))
-        .ok();
     let allowed = check_allowed("allowed_rmse_pct", params.allowed_rmse_pct)
         .map_err(|e| problems.push(e))
         .ok()
         .flatten();
-    let Some(nodes) = nodes.filter(|_| problems.is_empty()) else {
+    let scope = NodeScope::check(
+        &state,
+        params.workload,
+        params.partition,
+        params.node_list.as_deref(),
+        "",
+        &mut problems,
+    );
+    let nodes = scope_nodes(params.nodes, &scope, "", &mut problems);
+    let (Some(nodes), Some(scope)) = (nodes.filter(|_| problems.is_empty()), scope) else {
         return Err(ApiError::BadRequest(problems));
     };
     let app = find_app(&state, &tag).await?;
     let allowed = predict::allowed_rmse(&app, allowed);
     let aggregate = params.aggregate.unwrap_or_default();
-    let models = models(&state, &app, &metrics_of(params.metric), allowed).await?;
+    let metrics = metrics_of(params.metric);
+    let models = models(&state, &app, &metrics, allowed).await?;
+    let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
+        node_answers(&state, &app, nodes, &scope, allowed, aggregate).await?
+    } else {
+        (None, None)
+    };
     let predicted: Vec<Prediction> = models
         .iter()
         .map(|m| m.model.predict(nodes, aggregate.into()))
@@ -504,6 +566,8 @@ pub async fn get_predictions(
             .zip(&predicted)
             .map(|(m, p)| metric_prediction(m, p, aggregate))
             .collect(),
+        apc_bounds,
+        node_set,
     };
     // The rendered model parts make up most of the answer: size the buffer
     // for them at once.
@@ -511,7 +575,180 @@ pub async fn get_predictions(
         .iter()
         .flat_map(|m| rendered(m).iter().map(|r| r.get().len()))
         .sum();
-    json_reply(&answer, size + 512)
+    json_reply(&answer, size + 1024)
+}
+
+/// Where node powers come from for one query, and its node list if any.
+struct NodeScope {
+    workload: String,
+    partition: Option<String>,
+    list: Option<Vec<String>>,
+}
+
+impl NodeScope {
+    /// Check a query's workload, partition and node list (whose field names
+    /// get `prefix`); `None` after recording what is wrong.
+    fn check(
+        state: &AppState,
+        workload: Option<String>,
+        partition: Option<String>,
+        node_list: Option<&str>,
+        prefix: &str,
+        problems: &mut Vec<FieldError>,
+    ) -> Option<NodeScope> {
+        let before = problems.len();
+        let workload = workload.unwrap_or_else(|| state.settings.reference_workload.clone());
+        if let Err(reason) = validate::identifier(&workload, validate::TAG_MAX) {
+            problems.push(FieldError::new(format!("{prefix}workload"), reason));
+        }
+        if let Some(Err(reason)) = partition
+            .as_deref()
+            .map(|p| validate::identifier(p, validate::TAG_MAX))
+        {
+            problems.push(FieldError::new(format!("{prefix}partition"), reason));
+        }
+        let list = match node_list.map(hostlist::expand) {
+            Some(Ok(list)) => Some(list),
+            Some(Err(e)) => {
+                problems.push(FieldError::new(format!("{prefix}node_list"), e.to_string()));
+                None
+            }
+            None => None,
+        };
+        (problems.len() == before).then_some(NodeScope {
+            workload,
+            partition,
+            list,
+        })
+    }
+}
+
+/// The node count of a query: `nodes`, or the length of its node list (which
+/// `nodes`, when also given, must equal).
+fn scope_nodes(
+    nodes: Option<i64>,
+    scope: &Option<NodeScope>,
+    prefix: &str,
+    problems: &mut Vec<FieldError>,
+) -> Option<u32> {
+    let listed = scope.as_ref().and_then(|s| s.list.as_ref()).map(Vec::len);
+    match (nodes, listed) {
+        (Some(n), Some(len)) if usize::try_from(n).ok() != Some(len) => {
+            problems.push(FieldError::new(
+                format!("{prefix}nodes"),
+                format!("must equal the number of nodes in node_list ({n} ≠ {len})"),
+            ));
+            None
+        }
+        (Some(n), _) => check_nodes(&format!("{prefix}nodes"), n)
+            .map_err(|e| problems.push(e))
+            .ok(),
+        (None, Some(len)) => check_nodes(&format!("{prefix}node_list"), len as i64)
+            .map_err(|e| problems.push(e))
+            .ok(),
+        (None, None) => {
+            // A bad node list has been reported already.
+            if !problems.iter().any(|p| p.field.ends_with("node_list")) {
+                problems.push(FieldError::new(
+                    format!("{prefix}nodes"),
+                    "is required (or give node_list)",
+                ));
+            }
+            None
+        }
+    }
+}
+
+/// The APC bounds of n nodes and the node set's predictions, where nodes are
+/// classified; a node list naming unknown nodes is refused (422).
+async fn node_answers(
+    state: &AppState,
+    app: &AppRow,
+    nodes: u32,
+    scope: &NodeScope,
+    allowed: f64,
+    aggregate: AggregateName,
+) -> ApiResult<(Option<ApcBounds>, Option<NodeSet>)> {
+    if let Some(list) = &scope.list {
+        let known = crate::store::nodes::known(&state.pool, list).await?;
+        let known: std::collections::HashSet<&str> =
+            known.iter().map(|(name, _)| name.as_str()).collect();
+        let unknown: Vec<&str> = list
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !known.contains(n))
+            .collect();
+        if !unknown.is_empty() {
+            let shown = unknown
+                .iter()
+                .take(20)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ");
+            let more = if unknown.len() > 20 {
+                format!(" and {} more", unknown.len() - 20)
+            } else {
+                String::new()
+            };
+            return Err(ApiError::invalid(
+                "node_list",
+                format!("names nodes not in the registry: {shown}{more}"),
+            ));
+        }
+    }
+    let Some(powers) =
+        super::nodes::node_powers(state, &scope.workload, scope.partition.as_deref()).await?
+    else {
+        return Ok((None, None));
+    };
+    let best_model = state
+        .models
+        .best_node_apc(&state.pool, app, &powers, allowed)
+        .await
+        .map_err(|e| predict_error(&app.tag, e))?;
+    let best = best_model.model.predict(nodes, aggregate.into());
+    let scale = &powers.scale;
+    let max_peak = powers
+        .peak_w
+        .values()
+        .copied()
+        .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.max(p))));
+    let bounds = ApcBounds {
+        workload: scope.workload.clone(),
+        partition: scope.partition.clone(),
+        best_w: best.value,
+        worst_w: model::bounds::worst_of(best.value, nodes, scale),
+        p_min_w: scale.p_min,
+        p_max_w: scale.p_max,
+        vendor_peak_w: max_peak.map(|p| p * f64::from(nodes)),
+        source: source_name(best.source).to_owned(),
+    };
+    let node_set = match &scope.list {
+        None => None,
+        Some(list) => {
+            let node_powers = powers.of(list);
+            let apc = model::bounds::on_nodes(best.value, &node_powers, scale);
+            let tts = models(state, app, &[Metric::Tts], allowed).await?.remove(0);
+            let tts = tts.model.predict(nodes, aggregate.into()).value;
+            let peaks: Option<Vec<f64>> =
+                list.iter().map(|n| powers.peak_w.get(n).copied()).collect();
+            Some(NodeSet {
+                node_list: hostlist::compress(list),
+                nodes,
+                apc_w: apc,
+                ets_j: apc * tts,
+                tts_s: tts,
+                unclassified: list
+                    .iter()
+                    .zip(&node_powers)
+                    .filter(|(_, p)| p.is_none())
+                    .map(|(n, _)| n.clone())
+                    .collect(),
+                vendor_peak_w: peaks.map(|p| p.iter().sum()),
+            })
+        }
+    };
+    Ok((Some(bounds), node_set))
 }
 
 /// One query of a batch.
@@ -519,11 +756,16 @@ pub async fn get_predictions(
 #[serde(deny_unknown_fields)]
 pub struct PredictionQuery {
     pub app: String,
+    /// Required unless `node_list` is given.
     #[schema(minimum = 1, maximum = 1_000_000)]
-    pub nodes: i64,
+    pub nodes: Option<i64>,
     /// One metric; all three when absent.
     pub metric: Option<MetricName>,
     pub aggregate: Option<AggregateName>,
+    /// The exact node set (Slurm hostlist syntax).
+    pub node_list: Option<String>,
+    pub workload: Option<String>,
+    pub partition: Option<String>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -558,6 +800,10 @@ pub struct BatchAnswer {
     pub model_version: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub predictions: Vec<BriefPrediction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub apc_bounds: Option<ApcBounds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_set: Option<NodeSet>,
     /// Why the query failed: the HTTP status it would have had alone, and the fields.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<Problem>,
@@ -603,11 +849,13 @@ pub async fn post_predictions(
     let mut answers = Vec::with_capacity(count);
     for (index, value) in batch.queries.into_iter().enumerate() {
         let answer = match answer(&state, &mut apps, index, value, allowed).await {
-            Ok((version, predictions)) => BatchAnswer {
+            Ok(ok) => BatchAnswer {
                 index,
                 status: "ok".into(),
-                model_version: Some(version),
-                predictions,
+                model_version: Some(ok.model_version),
+                predictions: ok.predictions,
+                apc_bounds: ok.apc_bounds,
+                node_set: ok.node_set,
                 error: None,
             },
             Err(problem) => BatchAnswer {
@@ -615,6 +863,8 @@ pub async fn post_predictions(
                 status: "error".into(),
                 model_version: None,
                 predictions: Vec::new(),
+                apc_bounds: None,
+                node_set: None,
                 error: Some(problem),
             },
         };
@@ -629,12 +879,24 @@ async fn answer(
     index: usize,
     value: serde_json::Value,
     allowed: Option<f64>,
-) -> Result<(String, Vec<BriefPrediction>), Problem> {
+) -> Result<Answered, Problem> {
     let prefix = format!("queries[{index}]");
     let query: PredictionQuery = super::extract::from_json_value(value, &prefix)
         .map_err(|e| ApiError::Invalid(e).into_problem())?;
-    let nodes = check_nodes(&format!("{prefix}.nodes"), query.nodes)
-        .map_err(|e| ApiError::Invalid(vec![e]).into_problem())?;
+    let mut problems = Vec::new();
+    let dotted = format!("{prefix}.");
+    let scope = NodeScope::check(
+        state,
+        query.workload,
+        query.partition,
+        query.node_list.as_deref(),
+        &dotted,
+        &mut problems,
+    );
+    let nodes = scope_nodes(query.nodes, &scope, &dotted, &mut problems);
+    let (Some(nodes), Some(scope)) = (nodes.filter(|_| problems.is_empty()), scope) else {
+        return Err(ApiError::Invalid(problems).into_problem());
+    };
     if !apps.contains_key(&query.app) {
         let found = find_app(state, &query.app)
             .await
@@ -647,9 +909,24 @@ async fn answer(
     };
     let allowed = predict::allowed_rmse(&app, allowed);
     let aggregate = query.aggregate.unwrap_or_default();
-    let models = models(state, &app, &metrics_of(query.metric), allowed)
+    let metrics = metrics_of(query.metric);
+    let models = models(state, &app, &metrics, allowed)
         .await
         .map_err(ApiError::into_problem)?;
+    let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
+        node_answers(state, &app, nodes, &scope, allowed, aggregate)
+            .await
+            .map_err(|e| match e {
+                // Name the query's field, not the parameter's.
+                ApiError::Invalid(errors) => {
+                    ApiError::Invalid(errors.into_iter().map(|e| e.nested(&prefix)).collect())
+                        .into_problem()
+                }
+                other => other.into_problem(),
+            })?
+    } else {
+        (None, None)
+    };
     let predictions = models
         .iter()
         .map(|fitted| {
@@ -666,7 +943,19 @@ async fn answer(
             }
         })
         .collect();
-    Ok((predict::model_version(&app), predictions))
+    Ok(Answered {
+        model_version: predict::model_version(&app),
+        predictions,
+        apc_bounds,
+        node_set,
+    })
+}
+
+struct Answered {
+    model_version: String,
+    predictions: Vec<BriefPrediction>,
+    apc_bounds: Option<ApcBounds>,
+    node_set: Option<NodeSet>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

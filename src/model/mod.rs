@@ -3,8 +3,12 @@
 //! No I/O, no async, no serde: slices of numbers in, fitted functions and
 //! numbers out.
 
+pub mod bounds;
+pub mod capacity;
+pub mod classify;
 pub mod fit;
 pub mod lsq;
+pub mod physics;
 pub mod predictor;
 pub mod synth;
 pub mod theory;

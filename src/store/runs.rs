@@ -329,3 +329,23 @@ pub async fn quantities(
     .fetch_all(executor)
     .await
 }
+
+/// A run's power and node list, for normalising history to the best node.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct RunPower {
+    pub nodes: i32,
+    pub avg_power_w: f64,
+    pub quality: f64,
+    pub node_list: Option<Vec<String>>,
+}
+
+/// All runs of an application with their node lists.
+pub async fn powers(executor: impl PgExecutor<'_>, app_id: i64) -> sqlx::Result<Vec<RunPower>> {
+    sqlx::query_as(
+        "SELECT nodes, avg_power_w, quality, node_list
+         FROM runs WHERE app_id = $1 ORDER BY nodes",
+    )
+    .bind(app_id)
+    .fetch_all(executor)
+    .await
+}

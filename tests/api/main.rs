@@ -6,6 +6,7 @@ mod auth;
 mod batch;
 mod embedded;
 mod hygiene;
+mod nodes;
 mod predictions;
 mod runs;
 mod support;

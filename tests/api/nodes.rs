@@ -1,0 +1,371 @@
+//! The node registry, power samples, classification and APC bounds over HTTP.
+
+use axum::http::StatusCode;
+use chrono::{Duration, Utc};
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, run};
+
+async fn register(app: &TestApp, name: &str, partition: &str, peak: Option<f64>) {
+    let reply = app
+        .put(
+            &format!("/v1/nodes/{name}"),
+            &app.admin,
+            &json!({"partition": partition, "hardware_model": "XC-2", "peak_power_w": peak}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+}
+
+fn sample(node: &str, watts: f64, minutes_ago: i64) -> Value {
+    json!({
+        "node": node,
+        "workload": "stress",
+        "avg_power_w": watts,
+        "measured_at": (Utc::now() - Duration::minutes(minutes_ago)).to_rfc3339(),
+    })
+}
+
+async fn post_samples(app: &TestApp, samples: Vec<Value>) -> Value {
+    let reply = app
+        .post(
+            "/v1/nodes/samples",
+            &app.ingest,
+            &json!({ "samples": samples }),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    reply.body
+}
+
+#[tokio::test]
+async fn nodes_are_registered_listed_and_checked() {
+    let app = TestApp::new().await;
+    register(&app, "cn01", "batch", Some(400.0)).await;
+    // PUT again replaces the metadata: 200.
+    let reply = app
+        .put(
+            "/v1/nodes/cn01",
+            &app.admin,
+            &json!({"partition": "gpu", "idle_power_w": 90.0}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["partition"], "gpu");
+    assert_eq!(reply.body["peak_power_w"], Value::Null);
+    for name in ["cn02", "cn03", "cn04"] {
+        register(&app, name, "batch", None).await;
+    }
+
+    let reply = app.get("/v1/nodes/cn01", &app.read).await;
+    assert_eq!(reply.body["idle_power_w"], 90.0);
+    app.get("/v1/nodes/cn99", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+
+    // Pages of two, in name order, within a partition.
+    let first = app
+        .get("/v1/nodes?partition=batch&limit=2", &app.read)
+        .await;
+    let names = |r: &Value| {
+        r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["name"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(&first.body), ["cn02", "cn03"]);
+    let cursor = first.body["next_cursor"].as_str().unwrap();
+    let second = app
+        .get(
+            &format!("/v1/nodes?partition=batch&limit=2&cursor={cursor}"),
+            &app.read,
+        )
+        .await;
+    assert_eq!(names(&second.body), ["cn04"]);
+    assert!(second.body.get("next_cursor").is_none());
+
+    // Bad input: the name, the fields, the scope.
+    app.put("/v1/nodes/-bad", &app.admin, &json!({}))
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "node");
+    let reply = app
+        .put(
+            "/v1/nodes/cn05",
+            &app.admin,
+            &json!({"idle_power_w": 500.0, "peak_power_w": 400.0, "partition": "a b"}),
+        )
+        .await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "idle_power_w");
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "partition");
+    app.put("/v1/nodes/cn05", &app.read, &json!({}))
+        .await
+        .assert_problem(StatusCode::FORBIDDEN);
+    app.get("/v1/nodes?limit=0", &app.read)
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "limit");
+}
+
+#[tokio::test]
+async fn samples_are_stored_once_and_bad_ones_are_named() {
+    let app = TestApp::new().await;
+    register(&app, "cn01", "batch", None).await;
+    let first = sample("cn01", 200.0, 10);
+    let body = post_samples(&app, vec![first.clone(), sample("cn01", 202.0, 5)]).await;
+    assert_eq!(
+        (body["created"].as_u64(), body["rejected"].as_u64()),
+        (Some(2), Some(0))
+    );
+
+    // Sent again: a duplicate, stored once. With another power: a conflict.
+    let mut changed = first.clone();
+    changed["avg_power_w"] = json!(210.0);
+    let mut bad = sample("cn01", -1.0, 1);
+    bad["workload"] = json!("no spaces");
+    let body = post_samples(
+        &app,
+        vec![first.clone(), changed, sample("ghost", 200.0, 1), bad],
+    )
+    .await;
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items[0]["status"], "duplicate");
+    assert_eq!(items[1]["status"], "rejected");
+    assert_eq!(items[1]["rejection"], "conflict");
+    assert_eq!(items[1]["errors"][0]["field"], "samples[1].avg_power_w");
+    assert_eq!(items[2]["errors"][0]["field"], "samples[2].node");
+    let fields: Vec<&str> = items[3]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["samples[3].workload", "samples[3].avg_power_w"]);
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM node_samples")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 2);
+
+    // Two items with one key in a batch: the first is stored, the second
+    // compared with it.
+    let twice = sample("cn01", 205.0, 2);
+    let body = post_samples(&app, vec![twice.clone(), twice]).await;
+    assert_eq!(body["items"][0]["status"], "created");
+    assert_eq!(body["items"][1]["status"], "duplicate");
+
+    let reply = app
+        .post("/v1/nodes/samples", &app.ingest, &json!({"samples": []}))
+        .await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "samples");
+    app.post("/v1/nodes/samples", &app.read, &json!({"samples": [first]}))
+        .await
+        .assert_problem(StatusCode::FORBIDDEN);
+}
+
+/// Ten nodes near 180 W, ten near 200 W, nine near 230 W and one at 322 W.
+async fn with_classified_nodes(app: &TestApp) {
+    let mut samples = Vec::new();
+    for i in 0..30 {
+        let name = format!("cn{i:02}");
+        let partition = if i < 15 { "batch" } else { "gpu" };
+        register(app, &name, partition, Some(350.0)).await;
+        let base = match i {
+            0..=9 => 180.0,
+            10..=19 => 200.0,
+            29 => 320.0,
+            _ => 230.0,
+        };
+        let jitter = f64::from(i % 3);
+        // Two samples each: P_u is their mean, base + jitter.
+        samples.push(sample(&name, base + jitter - 1.0, 30));
+        samples.push(sample(&name, base + jitter + 1.0, 20));
+    }
+    post_samples(app, samples).await;
+}
+
+#[tokio::test]
+async fn nodes_fall_into_classes_by_natural_breaks_with_outliers_flagged() {
+    let app = TestApp::new().await;
+    with_classified_nodes(&app).await;
+    let reply = app
+        .get(
+            "/v1/nodes/classification?workload=stress&classes=3&bins=10",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let c = &reply.body;
+    assert_eq!(c["p_min_w"], 180.0);
+    assert_eq!(c["p_max_w"], 322.0);
+    let nodes = c["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 30);
+    let class_of = |name: &str| {
+        nodes.iter().find(|n| n["node"] == name).unwrap()["class"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    // Three groups: the 180 W and 200 W groups, and the rest.
+    assert_eq!(class_of("cn00"), "efficient");
+    assert_eq!(class_of("cn09"), "efficient");
+    assert_eq!(class_of("cn10"), "typical");
+    assert_eq!(class_of("cn19"), "typical");
+    assert_eq!(class_of("cn20"), "hungry");
+    let outliers: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n["outlier"] == true)
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(outliers, ["cn29"]);
+    let in_bins: u64 = c["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["nodes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_bins, 30);
+    assert_eq!(nodes[0]["samples"], 2);
+
+    // One partition only: its P_max is the 200 W group's.
+    let reply = app
+        .get(
+            "/v1/nodes/classification?workload=stress&partition=batch",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.body["nodes"].as_array().unwrap().len(), 15);
+    assert_eq!(reply.body["p_max_w"], 202.0);
+
+    app.get("/v1/nodes/classification?workload=idle", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    app.get(
+        "/v1/nodes/classification?workload=stress&classes=0",
+        &app.read,
+    )
+    .await
+    .assert_field_error(StatusCode::BAD_REQUEST, "classes");
+    app.get(
+        "/v1/nodes/classification?workload=stress&bins=1000",
+        &app.read,
+    )
+    .await
+    .assert_field_error(StatusCode::BAD_REQUEST, "bins");
+}
+
+/// Nodes n1..n4 drawing 180, 200, 220 and 240 W under `stress`, each with a
+/// vendor peak of 350 W, and runs of `bnd` with node lists.
+async fn with_bounded_app(app: &TestApp) {
+    let mut samples = Vec::new();
+    for (i, watts) in [180.0, 200.0, 220.0, 240.0].into_iter().enumerate() {
+        let name = format!("n{}", i + 1);
+        register(app, &name, "batch", Some(350.0)).await;
+        samples.push(sample(&name, watts, 5));
+    }
+    post_samples(app, samples).await;
+    for (job, nodes, list, apc) in [
+        ("j1", 1, vec!["n2"], 300.0),
+        ("j2", 2, vec!["n1", "n3"], 600.0),
+        ("j4", 4, vec!["n1", "n2", "n3", "n4"], 1200.0),
+    ] {
+        let mut r = run("bnd", job, nodes);
+        r["avg_power_w"] = json!(apc);
+        r["energy_j"] = json!(apc * 100.0);
+        r["node_list"] = json!(list);
+        app.ingest(&r).await;
+    }
+}
+
+#[tokio::test]
+async fn predictions_carry_best_and_worst_node_bounds() {
+    let app = TestApp::new().await;
+    with_bounded_app(&app).await;
+    let reply = app
+        .get(
+            "/v1/apps/bnd/predictions?nodes=2&metric=apc&workload=stress",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let bounds = &reply.body["apc_bounds"];
+    // The run on n1 and n3 drew 600 W; on the best nodes it would have
+    // drawn 600 − (0 + 40) = 560 W, on the worst 560 + 2 × 60 = 680 W.
+    assert_eq!(bounds["best_w"], 560.0);
+    assert_eq!(bounds["worst_w"], 680.0);
+    assert_eq!(bounds["p_min_w"], 180.0);
+    assert_eq!(bounds["p_max_w"], 240.0);
+    assert_eq!(bounds["vendor_peak_w"], 700.0);
+    assert_eq!(bounds["source"], "history");
+    // The measured prediction itself is unchanged.
+    assert_eq!(reply.body["predictions"][0]["value"], 600.0);
+    assert!(reply.body.get("node_set").is_none());
+
+    // On n3 and n4: 560 + (40 + 60) = 660 W, for the run's 100 s.
+    let reply = app
+        .get(
+            "/v1/apps/bnd/predictions?node_list=n%5B3-4%5D&workload=stress",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let set = &reply.body["node_set"];
+    assert_eq!(reply.body["nodes"], 2);
+    assert_eq!(set["apc_w"], 660.0);
+    assert_eq!(set["tts_s"], 100.0);
+    assert_eq!(set["ets_j"], 66_000.0);
+    assert_eq!(set["node_list"], "n[3-4]");
+    assert_eq!(set["vendor_peak_w"], 700.0);
+
+    // Without a classification of the workload, no bounds.
+    let reply = app
+        .get("/v1/apps/bnd/predictions?nodes=2&workload=other", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert!(reply.body.get("apc_bounds").is_none());
+}
+
+#[tokio::test]
+async fn node_lists_are_checked() {
+    let app = TestApp::new().await;
+    with_bounded_app(&app).await;
+    let get = |q: &str| {
+        let path = format!("/v1/apps/bnd/predictions?workload=stress&{q}");
+        let app = &app;
+        async move { app.get(&path, &app.read).await }
+    };
+    get("node_list=n%5B1-2%5D,n9")
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "node_list");
+    get("node_list=n%5B2-1%5D")
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "node_list");
+    get("node_list=n1,n2&nodes=3")
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "nodes");
+    get("metric=apc")
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "nodes");
+
+    // In a batch, a bad node list fails its query only.
+    let reply = app
+        .post(
+            "/v1/predictions",
+            &app.schedule,
+            &json!({"queries": [
+                {"app": "bnd", "node_list": "n[1-2]", "workload": "stress"},
+                {"app": "bnd", "node_list": "n[1-2],n9", "workload": "stress"},
+            ]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let answers = reply.body["answers"].as_array().unwrap();
+    assert_eq!(answers[0]["status"], "ok");
+    // n1 and n2 on the best-node history of 2 nodes: 560 + (0 + 20).
+    assert_eq!(answers[0]["node_set"]["apc_w"], 580.0);
+    assert_eq!(answers[1]["status"], "error");
+    assert_eq!(
+        answers[1]["error"]["errors"][0]["field"],
+        "queries[1].node_list"
+    );
+}
