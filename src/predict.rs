@@ -17,6 +17,7 @@ use sqlx::PgPool;
 use tokio::sync::OnceCell;
 
 use crate::model::bounds::{self, Scale};
+use crate::model::physics::Physics;
 use crate::model::{self, FitOptions, Metric, Model, Observation, ScalingMode};
 use crate::store::{self, apps::AppRow, runs::RunPower, runs::RunQuantities};
 
@@ -64,6 +65,7 @@ pub struct Fitted {
 struct AppModels {
     version: Version,
     runs: OnceCell<Arc<Vec<RunQuantities>>>,
+    physics: OnceCell<Option<Arc<Physics>>>,
     fits: Mutex<HashMap<FitKey, Arc<OnceCell<Arc<Fitted>>>>>,
 }
 
@@ -129,6 +131,75 @@ impl Models {
         )
     }
 
+    /// This version's entry of `app`, made afresh when the version changed.
+    fn entry(&self, app: &AppRow) -> Arc<AppModels> {
+        let version = Version {
+            history: app.history_version,
+            settings: app.updated_at,
+        };
+        let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
+        match apps.get(&app.id) {
+            Some(entry) if entry.version == version => entry.clone(),
+            _ => {
+                let entry = Arc::new(AppModels {
+                    version,
+                    runs: OnceCell::new(),
+                    physics: OnceCell::new(),
+                    fits: Mutex::new(HashMap::new()),
+                });
+                apps.insert(app.id, entry.clone());
+                entry
+            }
+        }
+    }
+
+    /// The runs of this version of `app`, read once.
+    async fn runs(
+        &self,
+        pool: &PgPool,
+        app: &AppRow,
+        entry: &AppModels,
+    ) -> Result<Arc<Vec<RunQuantities>>, PredictError> {
+        Ok(entry
+            .runs
+            .get_or_try_init(|| async {
+                self.run_loads.fetch_add(1, Ordering::Relaxed);
+                store::runs::quantities(pool, app.id).await.map(Arc::new)
+            })
+            .await?
+            .clone())
+    }
+
+    /// The physics model of `app` (design.md §4) for its declared scaling
+    /// mode, fitted once per version; `None` for an unknown mode or too
+    /// little history.
+    pub async fn physics(
+        &self,
+        pool: &PgPool,
+        app: &AppRow,
+    ) -> Result<Option<Arc<Physics>>, PredictError> {
+        let entry = self.entry(app);
+        let mode = scaling_mode(app);
+        if mode == ScalingMode::Unknown {
+            return Ok(None);
+        }
+        entry
+            .physics
+            .get_or_try_init(|| async {
+                let runs = self.runs(pool, app, &entry).await?;
+                let points = |metric| {
+                    model::History::new(&observations(&runs, metric))
+                        .points
+                        .iter()
+                        .map(|p| (f64::from(p.nodes), p.mean, p.weight))
+                        .collect::<Vec<_>>()
+                };
+                Ok(Physics::fit(mode, &points(Metric::Tts), &points(Metric::Apc)).map(Arc::new))
+            })
+            .await
+            .cloned()
+    }
+
     /// The model of `metric` for `app` as it is now.
     pub async fn model(
         &self,
@@ -165,25 +236,7 @@ impl Models {
         allowed_rmse_pct: f64,
         powers: Option<&Arc<NodePowers>>,
     ) -> Result<Arc<Fitted>, PredictError> {
-        let version = Version {
-            history: app.history_version,
-            settings: app.updated_at,
-        };
-        let entry = {
-            let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
-            match apps.get(&app.id) {
-                Some(entry) if entry.version == version => entry.clone(),
-                _ => {
-                    let entry = Arc::new(AppModels {
-                        version,
-                        runs: OnceCell::new(),
-                        fits: Mutex::new(HashMap::new()),
-                    });
-                    apps.insert(app.id, entry.clone());
-                    entry
-                }
-            }
-        };
+        let entry = self.entry(app);
         let key = (kind, allowed_rmse_pct.to_bits());
         let cell = {
             let mut fits = entry.fits.lock().unwrap_or_else(|e| e.into_inner());
@@ -210,17 +263,7 @@ impl Models {
         };
         cell.get_or_try_init(|| async {
             let observations = match powers {
-                None => {
-                    let runs = entry
-                        .runs
-                        .get_or_try_init(|| async {
-                            self.run_loads.fetch_add(1, Ordering::Relaxed);
-                            store::runs::quantities(pool, app.id).await.map(Arc::new)
-                        })
-                        .await?
-                        .clone();
-                    Observations::Runs(runs)
-                }
+                None => Observations::Runs(self.runs(pool, app, &entry).await?),
                 Some(powers) => {
                     self.run_loads.fetch_add(1, Ordering::Relaxed);
                     let runs = store::runs::powers(pool, app.id).await?;

@@ -553,10 +553,11 @@ pub async fn get_predictions(
     } else {
         (None, None)
     };
-    let predicted: Vec<Prediction> = models
+    let mut predicted: Vec<Prediction> = models
         .iter()
         .map(|m| m.model.predict(nodes, aggregate.into()))
         .collect();
+    physics_flags(&state, &app, &models, nodes, &mut predicted).await?;
     let answer = Predictions {
         model_version: predict::ModelVersion(&app),
         app: &app.tag,
@@ -576,6 +577,43 @@ pub async fn get_predictions(
         .flat_map(|m| rendered(m).iter().map(|r| r.get().len()))
         .sum();
     json_reply(&answer, size + 1024)
+}
+
+/// Flag extrapolations that depart from the application's physics model
+/// (design.md §4) by more than its own misfit explains. Inside the measured
+/// range the data speak for themselves; beyond it, the laws of the declared
+/// scaling mode are the best check there is.
+async fn physics_flags(
+    state: &AppState,
+    app: &AppRow,
+    models: &[Arc<Fitted>],
+    nodes: u32,
+    predicted: &mut [Prediction],
+) -> ApiResult<()> {
+    if !predicted
+        .iter()
+        .any(|p| p.flags.contains(&Flag::Extrapolation))
+    {
+        return Ok(());
+    }
+    let Some(physics) = state
+        .models
+        .physics(&state.pool, app)
+        .await
+        .map_err(|e| predict_error(&app.tag, e))?
+    else {
+        return Ok(());
+    };
+    for (fitted, p) in models.iter().zip(predicted) {
+        let metric = fitted.model.options.metric;
+        if p.flags.contains(&Flag::Extrapolation)
+            && !p.flags.contains(&Flag::OutsideTheory)
+            && physics.departs(metric, f64::from(nodes), p.value)
+        {
+            p.flags.push(Flag::OutsideTheory);
+        }
+    }
+    Ok(())
 }
 
 /// Where node powers come from for one query, and its node list if any.
@@ -927,11 +965,18 @@ async fn answer(
     } else {
         (None, None)
     };
+    let mut predicted: Vec<Prediction> = models
+        .iter()
+        .map(|m| m.model.predict(nodes, aggregate.into()))
+        .collect();
+    physics_flags(state, &app, &models, nodes, &mut predicted)
+        .await
+        .map_err(ApiError::into_problem)?;
     let predictions = models
         .iter()
-        .map(|fitted| {
+        .zip(predicted)
+        .map(|(fitted, p)| {
             let model = &fitted.model;
-            let p = model.predict(nodes, aggregate.into());
             BriefPrediction {
                 metric: model.options.metric.into(),
                 value: p.value,
@@ -1137,6 +1182,45 @@ pub struct FittedModel {
     pub history: HistorySummary,
     pub points: Vec<HistoryPoint>,
     pub backtest: BacktestInfo,
+    /// The physics model fitted to the history, for an application declared
+    /// `strong` or `weak` with at least two node counts measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub physics: Option<PhysicsInfo>,
+}
+
+/// The laws of design.md §4 fitted to the history: Amdahl (strong scaling)
+/// or Gustafson (weak) from TtS, then the idle fraction k from APC.
+/// Extrapolations departing from them by more than 10 % (or three times
+/// their %RMSE) are flagged `outside_theoretical_bounds`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PhysicsInfo {
+    /// Amdahl's p (strong) or Gustafson's p* (weak), in [0, 1].
+    pub parallel_fraction: f64,
+    /// Time on one node, s.
+    pub t1_s: f64,
+    pub time_rmse_pct: f64,
+    /// k, the fraction of a busy node's power drawn when idle, in [0, 1].
+    pub idle_fraction: Option<f64>,
+    /// Power of one busy node, W.
+    pub busy_node_power_w: Option<f64>,
+    pub power_rmse_pct: Option<f64>,
+    /// Whether k changes the predicted power by at least 1 % somewhere in
+    /// the measured range; when not, its value means little.
+    pub idle_fraction_identifiable: Option<bool>,
+}
+
+impl From<&model::physics::Physics> for PhysicsInfo {
+    fn from(p: &model::physics::Physics) -> Self {
+        PhysicsInfo {
+            parallel_fraction: p.parallel_fraction,
+            t1_s: p.t1_s,
+            time_rmse_pct: p.time_rmse_pct,
+            idle_fraction: p.idle.as_ref().map(|i| i.k),
+            busy_node_power_w: p.idle.as_ref().map(|i| i.p1_w),
+            power_rmse_pct: p.idle.as_ref().map(|i| i.rmse_pct),
+            idle_fraction_identifiable: p.idle.as_ref().map(|i| i.identifiable),
+        }
+    }
 }
 
 /// The fitted predictor of one metric and its back-test.
@@ -1165,8 +1249,14 @@ pub async fn get_model(
     let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
     let allowed = predict::allowed_rmse(&app, params.allowed_rmse_pct);
     let fitted = models(&state, &app, &[metric], allowed).await?.remove(0);
+    let physics = state
+        .models
+        .physics(&state.pool, &app)
+        .await
+        .map_err(|e| predict_error(&app.tag, e))?;
     let model = &fitted.model;
     Ok(axum::Json(FittedModel {
+        physics: physics.as_deref().map(PhysicsInfo::from),
         model_version: predict::model_version(&app),
         scaling_mode: app.scaling_mode.clone(),
         app: app.tag.clone(),

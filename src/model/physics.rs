@@ -14,7 +14,8 @@
 //! (weights weight / value²), as fit.rs does; the reported %RMSE is design.md
 //! §2's formula, unweighted, over the points used, as fit.rs reports it.
 
-use super::{ScalingMode, lsq};
+use super::theory::{Amdahl, Gustafson};
+use super::{Metric, ScalingMode, lsq};
 
 /// Strong scaling: T(n) = T1·[(1 − p) + p/n].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -667,5 +668,127 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+/// An application's physics model (design.md §4): its time law from TtS
+/// history, and its power law where the idle fraction could be fitted from
+/// APC history. It gives plausibility checks for the empirical predictor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Physics {
+    pub mode: ScalingMode,
+    /// Amdahl's p (strong) or Gustafson's p* (weak).
+    pub parallel_fraction: f64,
+    pub t1_s: f64,
+    pub time_rmse_pct: f64,
+    pub idle: Option<IdleFit>,
+}
+
+/// The least relative departure from the physics model that counts as
+/// implausible, however well the model fits: the laws are idealisations
+/// (no communication growth, no memory effects).
+pub const DEPARTURE_MIN: f64 = 0.10;
+
+impl Physics {
+    /// Fit the laws of `mode` to per-node-count time and power points
+    /// `(nodes, value, weight)`; `None` for an unknown mode or too little
+    /// time history.
+    pub fn fit(
+        mode: ScalingMode,
+        time: &[(f64, f64, f64)],
+        power: &[(f64, f64, f64)],
+    ) -> Option<Physics> {
+        let (parallel_fraction, t1_s, time_rmse_pct) = match mode {
+            ScalingMode::Unknown => return None,
+            ScalingMode::Strong => fit_amdahl(time).map(|f| (f.p, f.t1_s, f.rmse_pct))?,
+            ScalingMode::Weak => fit_gustafson(time).map(|f| (f.p_star, f.t1_s, f.rmse_pct))?,
+        };
+        Some(Physics {
+            mode,
+            parallel_fraction,
+            t1_s,
+            time_rmse_pct,
+            idle: fit_idle_fraction(power, mode, parallel_fraction),
+        })
+    }
+
+    /// The law's value of `metric` on `n` nodes; power and energy only where
+    /// the idle fraction was fitted.
+    pub fn value(&self, metric: Metric, n: f64) -> Option<f64> {
+        let p = self.parallel_fraction;
+        let time = match self.mode {
+            ScalingMode::Strong => self.t1_s * Amdahl { p, k: 0.0 }.time(n),
+            ScalingMode::Weak => self.t1_s * Gustafson { p, k: 0.0 }.time(n),
+            ScalingMode::Unknown => return None,
+        };
+        if metric == Metric::Tts {
+            return Some(time);
+        }
+        let idle = self.idle.as_ref()?;
+        let power = idle.p1_w
+            * match self.mode {
+                ScalingMode::Strong => Amdahl { p, k: idle.k }.power(n),
+                _ => Gustafson { p, k: idle.k }.power(n),
+            };
+        Some(match metric {
+            Metric::Apc => power,
+            _ => power * time,
+        })
+    }
+
+    /// How well the law of `metric` fits the history, %RMSE.
+    pub fn rmse_pct(&self, metric: Metric) -> Option<f64> {
+        let power = self.idle.as_ref().map(|i| i.rmse_pct);
+        match metric {
+            Metric::Tts => Some(self.time_rmse_pct),
+            Metric::Apc => power,
+            Metric::Ets => power.map(|p| p + self.time_rmse_pct),
+        }
+    }
+
+    /// Whether `predicted` departs from the law of `metric` at `n` by more
+    /// than the law's own misfit explains: by more than three times its
+    /// %RMSE, and at least [`DEPARTURE_MIN`].
+    pub fn departs(&self, metric: Metric, n: f64, predicted: f64) -> bool {
+        let (Some(law), Some(rmse)) = (self.value(metric, n), self.rmse_pct(metric)) else {
+            return false;
+        };
+        let tolerance = DEPARTURE_MIN.max(3.0 * rmse / 100.0);
+        law > 0.0 && ((predicted - law) / law).abs() > tolerance
+    }
+}
+
+#[cfg(test)]
+mod physics_tests {
+    use super::*;
+
+    #[test]
+    fn the_physics_model_reproduces_its_laws_and_flags_departures() {
+        let law = Amdahl { p: 0.95, k: 0.4 };
+        let (t1, p1) = (3600.0, 300.0);
+        let counts = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
+        let time: Vec<_> = counts.iter().map(|&n| (n, t1 * law.time(n), 1.0)).collect();
+        let power: Vec<_> = counts
+            .iter()
+            .map(|&n| (n, p1 * law.power(n), 1.0))
+            .collect();
+        let physics = Physics::fit(ScalingMode::Strong, &time, &power).unwrap();
+        assert!((physics.parallel_fraction - 0.95).abs() < 1e-6);
+        let idle = physics.idle.as_ref().unwrap();
+        assert!((idle.k - 0.4).abs() < 1e-6 && idle.identifiable);
+        for n in [3.0, 64.0, 128.0] {
+            let energy = t1 * p1 * law.energy(n);
+            let got = physics.value(Metric::Ets, n).unwrap();
+            assert!((got / energy - 1.0).abs() < 1e-6, "{n}: {got} vs {energy}");
+            // 5 % off is within the tolerance, 20 % is not.
+            assert!(!physics.departs(Metric::Ets, n, 1.05 * energy));
+            assert!(physics.departs(Metric::Ets, n, 1.2 * energy));
+        }
+        assert!(Physics::fit(ScalingMode::Unknown, &time, &power).is_none());
+        // Without power history: time only.
+        let physics = Physics::fit(ScalingMode::Strong, &time, &[]).unwrap();
+        assert!(physics.value(Metric::Tts, 64.0).is_some());
+        assert!(physics.value(Metric::Apc, 64.0).is_none());
+        assert!(!physics.departs(Metric::Apc, 64.0, 1e9));
     }
 }

@@ -490,3 +490,74 @@ async fn another_replicas_writes_reach_this_replicas_cache() {
     }
     listener.abort();
 }
+
+/// Runs of `tag` on 1–8 nodes that follow Amdahl's law exactly: p = 0.9,
+/// k = 0.4, one hour on one node, 300 W per busy node.
+async fn with_amdahl_history(app: &TestApp, tag: &str, mode: &str) {
+    let reply = app
+        .put(
+            &format!("/v1/apps/{tag}"),
+            &app.admin,
+            &json!({"scaling_mode": mode}),
+        )
+        .await;
+    assert!(reply.status.is_success(), "{:#}", reply.body);
+    for n in [1, 2, 3, 4, 6, 8] {
+        let x = f64::from(n);
+        let time = 3600.0 * (0.1 + 0.9 / x);
+        let power = 300.0 * (1.0 + (x - 1.0) * 0.4 * 0.1) / (0.1 + 0.9 / x);
+        let mut r = crate::support::run(tag, &format!("{tag}-{n}"), i64::from(n));
+        r["avg_power_w"] = json!(power);
+        r["energy_j"] = json!(power * time);
+        app.ingest(&r).await;
+    }
+}
+
+#[tokio::test]
+async fn the_model_shows_the_physics_fit_and_extrapolations_are_checked_against_it() {
+    let app = TestApp::new().await;
+    with_amdahl_history(&app, "amd", "strong").await;
+    let reply = app.get("/v1/apps/amd/model?metric=tts", &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let physics = &reply.body["physics"];
+    assert!((physics["parallel_fraction"].as_f64().unwrap() - 0.9).abs() < 1e-6);
+    assert!((physics["t1_s"].as_f64().unwrap() - 3600.0).abs() < 1e-3);
+    assert!((physics["idle_fraction"].as_f64().unwrap() - 0.4).abs() < 1e-6);
+    assert!((physics["busy_node_power_w"].as_f64().unwrap() - 300.0).abs() < 1e-6);
+
+    // Far beyond the history, the empirical continuation of TtS falls well
+    // below Amdahl's floor of 360 s (within the generic 1/n envelope, but
+    // not plausible for this application's fitted p).
+    let reply = app
+        .get("/v1/apps/amd/predictions?nodes=1000&metric=tts", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let outside = |reply: &crate::support::Reply| {
+        let flags = reply.body["predictions"][0]["flags"]
+            .as_array()
+            .unwrap()
+            .clone();
+        assert!(flags.contains(&json!("extrapolation")), "{flags:?}");
+        flags.contains(&json!("outside_theoretical_bounds"))
+    };
+    assert!(outside(&reply));
+    // Just beyond the range it agrees with the law: no flag.
+    let reply = app
+        .get("/v1/apps/amd/predictions?nodes=9&metric=tts", &app.read)
+        .await;
+    assert!(!outside(&reply));
+
+    // The same history without a declared mode has no physics to check.
+    with_amdahl_history(&app, "amd-unknown", "unknown").await;
+    let reply = app
+        .get("/v1/apps/amd-unknown/model?metric=tts", &app.read)
+        .await;
+    assert!(reply.body.get("physics").is_none(), "{:#}", reply.body);
+    let reply = app
+        .get(
+            "/v1/apps/amd-unknown/predictions?nodes=1000&metric=tts",
+            &app.read,
+        )
+        .await;
+    assert!(!outside(&reply));
+}
