@@ -22,6 +22,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 pub mod apps;
 pub mod auth;
+pub mod capacity;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -119,6 +120,9 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(predictions::post_predictions))
         .routes(routes!(predictions::get_curve))
         .routes(routes!(predictions::get_model))
+        .routes(routes!(capacity::max_nodes))
+        .routes(routes!(capacity::optimal_nodes))
+        .routes(routes!(capacity::pareto))
         .routes(routes!(nodes::list_nodes))
         .routes(routes!(nodes::get_node, nodes::put_node))
         .routes(routes!(nodes::post_samples))

@@ -455,11 +455,11 @@ fn metric_prediction<'a>(
     }
 }
 
-fn check_nodes(field: &str, nodes: i64) -> Result<u32, FieldError> {
+pub(super) fn check_nodes(field: &str, nodes: i64) -> Result<u32, FieldError> {
     validate::node_count(nodes).map_err(|reason| FieldError::new(field, reason))
 }
 
-fn check_allowed(field: &str, allowed: Option<f64>) -> Result<Option<f64>, FieldError> {
+pub(super) fn check_allowed(field: &str, allowed: Option<f64>) -> Result<Option<f64>, FieldError> {
     match allowed {
         Some(pct) => validate::allowed_rmse_pct(pct)
             .map(|()| Some(pct))
@@ -468,7 +468,7 @@ fn check_allowed(field: &str, allowed: Option<f64>) -> Result<Option<f64>, Field
     }
 }
 
-fn predict_error(tag: &str, error: PredictError) -> ApiError {
+pub(super) fn predict_error(tag: &str, error: PredictError) -> ApiError {
     match error {
         PredictError::NoRuns => ApiError::invalid(
             "app",
@@ -479,7 +479,7 @@ fn predict_error(tag: &str, error: PredictError) -> ApiError {
     }
 }
 
-async fn models(
+pub(super) async fn fitted_models(
     state: &AppState,
     app: &AppRow,
     metrics: &[Metric],
@@ -547,7 +547,7 @@ pub async fn get_predictions(
     let allowed = predict::allowed_rmse(&app, allowed);
     let aggregate = params.aggregate.unwrap_or_default();
     let metrics = metrics_of(params.metric);
-    let models = models(&state, &app, &metrics, allowed).await?;
+    let models = fitted_models(&state, &app, &metrics, allowed).await?;
     let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
         node_answers(&state, &app, nodes, &scope, allowed, aggregate).await?
     } else {
@@ -766,7 +766,9 @@ async fn node_answers(
         Some(list) => {
             let node_powers = powers.of(list);
             let apc = model::bounds::on_nodes(best.value, &node_powers, scale);
-            let tts = models(state, app, &[Metric::Tts], allowed).await?.remove(0);
+            let tts = fitted_models(state, app, &[Metric::Tts], allowed)
+                .await?
+                .remove(0);
             let tts = tts.model.predict(nodes, aggregate.into()).value;
             let peaks: Option<Vec<f64>> =
                 list.iter().map(|n| powers.peak_w.get(n).copied()).collect();
@@ -948,7 +950,7 @@ async fn answer(
     let allowed = predict::allowed_rmse(&app, allowed);
     let aggregate = query.aggregate.unwrap_or_default();
     let metrics = metrics_of(query.metric);
-    let models = models(state, &app, &metrics, allowed)
+    let models = fitted_models(state, &app, &metrics, allowed)
         .await
         .map_err(ApiError::into_problem)?;
     let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
@@ -1111,7 +1113,9 @@ pub async fn get_curve(
     let app = find_app(&state, &tag).await?;
     let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
     let allowed = predict::allowed_rmse(&app, params.allowed_rmse_pct);
-    let fitted = models(&state, &app, &[metric], allowed).await?.remove(0);
+    let fitted = fitted_models(&state, &app, &[metric], allowed)
+        .await?
+        .remove(0);
     let model = &fitted.model;
     let largest = model.history.points.last().map_or(1, |p| p.nodes);
     let from = from.unwrap_or(1);
@@ -1248,7 +1252,9 @@ pub async fn get_model(
     let app = find_app(&state, &tag).await?;
     let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
     let allowed = predict::allowed_rmse(&app, params.allowed_rmse_pct);
-    let fitted = models(&state, &app, &[metric], allowed).await?.remove(0);
+    let fitted = fitted_models(&state, &app, &[metric], allowed)
+        .await?
+        .remove(0);
     let physics = state
         .models
         .physics(&state.pool, &app)

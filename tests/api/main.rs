@@ -4,6 +4,7 @@
 mod apps;
 mod auth;
 mod batch;
+mod capacity;
 mod embedded;
 mod hygiene;
 mod nodes;

@@ -1,0 +1,264 @@
+//! Capacity questions over HTTP: max-nodes, optimal-nodes, pareto.
+
+use axum::http::StatusCode;
+use chrono::Utc;
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, run};
+
+/// Runs of `lin` whose APC is exactly 100 + 200·n W, on 1–16 nodes.
+async fn with_linear_power(app: &TestApp) {
+    for n in [1, 2, 4, 8, 16] {
+        let apc = 100.0 + 200.0 * n as f64;
+        let mut r = run("lin", &format!("lin-{n}"), n);
+        r["avg_power_w"] = json!(apc);
+        r["energy_j"] = json!(apc * 600.0);
+        app.ingest(&r).await;
+    }
+}
+
+/// Runs of `amd` whose time follows Amdahl (p = 0.9, one hour on one node)
+/// and whose energy grows by a tenth per extra node.
+async fn with_time_energy_tradeoff(app: &TestApp) {
+    for n in [1, 2, 4, 8, 16] {
+        let x = n as f64;
+        let mut r = run("amd", &format!("amd-{n}"), n);
+        r["duration_s"] = json!(3600.0 * (0.1 + 0.9 / x));
+        r["energy_j"] = json!(1e6 * (1.0 + 0.1 * (x - 1.0)));
+        r.as_object_mut().unwrap().remove("avg_power_w");
+        app.ingest(&r).await;
+    }
+}
+
+#[tokio::test]
+async fn max_nodes_on_a_linear_apc_is_the_floor_of_the_budget_over_the_slope() {
+    let app = TestApp::new().await;
+    with_linear_power(&app).await;
+    for (limit, expected) in [(1000.0, 4), (1100.0, 5), (3300.0, 16), (5000.0, 24)] {
+        let reply = app
+            .get(
+                &format!("/v1/apps/lin/max-nodes?power_limit_w={limit}"),
+                &app.read,
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        // floor((W − 100) / 200)
+        assert_eq!(reply.body["nodes"], expected, "{limit}: {:#}", reply.body);
+        let apc = reply.body["apc_w"].as_f64().unwrap();
+        assert!((apc - (100.0 + 200.0 * f64::from(expected))).abs() < 1e-6);
+        assert!(reply.body["next_apc_w"].as_f64().unwrap() > limit);
+        assert_eq!(reply.body["models"]["apc"], "I");
+    }
+    // The range's top when everything fits; none when nothing does.
+    let reply = app
+        .get(
+            "/v1/apps/lin/max-nodes?power_limit_w=1e6&max_nodes=10",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.body["nodes"], 10);
+    assert!(reply.body.get("next_apc_w").unwrap().is_null());
+    let reply = app
+        .get("/v1/apps/lin/max-nodes?power_limit_w=250", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.body["nodes"].is_null());
+    assert!(
+        reply.body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("above the limit")
+    );
+
+    // The worst allocation needs a classification.
+    app.get(
+        "/v1/apps/lin/max-nodes?power_limit_w=1000&bound=worst&workload=stress",
+        &app.read,
+    )
+    .await
+    .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "bound");
+    // Nodes at 180, 200, 220 and 240 W: the runs (no node lists) are taken
+    // at the mean, 30 W per node above the best; the worst is 30 W per node
+    // above the mean. Worst APC = 100 + 230·n, so 1000 W allows 3 nodes.
+    let mut samples = Vec::new();
+    for (i, watts) in [180.0, 200.0, 220.0, 240.0].into_iter().enumerate() {
+        let name = format!("n{i}");
+        let reply = app
+            .put(&format!("/v1/nodes/{name}"), &app.admin, &json!({}))
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+        samples.push(
+            json!({"node": name, "workload": "stress", "avg_power_w": watts,
+                            "measured_at": Utc::now().to_rfc3339()}),
+        );
+    }
+    let reply = app
+        .post(
+            "/v1/nodes/samples",
+            &app.ingest,
+            &json!({ "samples": samples }),
+        )
+        .await;
+    assert_eq!(reply.body["created"], 4);
+    let reply = app
+        .get(
+            "/v1/apps/lin/max-nodes?power_limit_w=1000&bound=worst&workload=stress",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["nodes"], 3);
+    assert!((reply.body["apc_w"].as_f64().unwrap() - 790.0).abs() < 1e-6);
+}
+
+#[tokio::test]
+async fn optimal_node_counts_respect_deadlines_and_budgets() {
+    let app = TestApp::new().await;
+    with_time_energy_tradeoff(&app).await;
+    // The fitted curves at n, as the capacity answers read them (the curve
+    // endpoint gives the model's values, also at measured counts).
+    let predicted = |n: u64| {
+        let app = &app;
+        async move {
+            let value =
+                |reply: crate::support::Reply| reply.body["curve"][0]["value"].as_f64().unwrap();
+            let curve = |metric: &str| {
+                format!(
+                    "/v1/apps/amd/curve?metric={metric}&from={n}&to={}&points=2",
+                    n + 1
+                )
+            };
+            (
+                value(app.get(&curve("ets"), &app.read).await),
+                value(app.get(&curve("tts"), &app.read).await),
+            )
+        }
+    };
+
+    // Energy grows with n, so without a deadline one node is best.
+    let reply = app
+        .get("/v1/apps/amd/optimal-nodes?objective=energy", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["choice"]["nodes"], 1);
+    assert_eq!(
+        reply.body["fastest"]["nodes"],
+        reply.body["range"]["max_nodes"]
+    );
+
+    // Within a deadline of 1000 s: the fewest nodes that make it.
+    let reply = app
+        .get(
+            "/v1/apps/amd/optimal-nodes?objective=energy&deadline_s=1000",
+            &app.read,
+        )
+        .await;
+    let choice = &reply.body["choice"];
+    let n = choice["nodes"].as_u64().unwrap();
+    assert!(choice["tts_s"].as_f64().unwrap() <= 1000.0);
+    assert!(predicted(n - 1).await.1 > 1000.0, "{n}");
+    assert_eq!(predicted(n).await.0, choice["ets_j"].as_f64().unwrap());
+
+    // The fastest within 1.5 MJ: the most nodes the budget allows.
+    let reply = app
+        .get(
+            "/v1/apps/amd/optimal-nodes?objective=time&energy_budget_j=1.5e6",
+            &app.read,
+        )
+        .await;
+    let n = reply.body["choice"]["nodes"].as_u64().unwrap();
+    assert!(reply.body["choice"]["ets_j"].as_f64().unwrap() <= 1.5e6);
+    assert!(predicted(n + 1).await.0 > 1.5e6, "{n}");
+
+    // Nothing makes a 1 s deadline: a clear answer, not an error.
+    let reply = app
+        .get(
+            "/v1/apps/amd/optimal-nodes?objective=energy&deadline_s=1",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.body["choice"].is_null());
+    assert!(
+        reply.body["reason"].as_str().unwrap().contains("deadline"),
+        "{:#}",
+        reply.body
+    );
+
+    app.get("/v1/apps/amd/optimal-nodes", &app.read)
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "objective");
+    app.get(
+        "/v1/apps/amd/optimal-nodes?objective=energy&deadline_s=-5",
+        &app.read,
+    )
+    .await
+    .assert_field_error(StatusCode::BAD_REQUEST, "deadline_s");
+}
+
+#[tokio::test]
+async fn the_pareto_front_trades_time_for_energy() {
+    let app = TestApp::new().await;
+    with_time_energy_tradeoff(&app).await;
+    let reply = app
+        .get("/v1/apps/amd/pareto?min_nodes=1&max_nodes=16", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let front: &Vec<Value> = reply.body["front"].as_array().unwrap();
+    // Time falls and energy rises all the way: every count is on the front,
+    // each faster and hungrier than the one before.
+    assert_eq!(front.len(), 16);
+    for pair in front.windows(2) {
+        assert!(pair[0]["nodes"].as_u64() < pair[1]["nodes"].as_u64());
+        assert!(pair[0]["tts_s"].as_f64() > pair[1]["tts_s"].as_f64());
+        assert!(pair[0]["ets_j"].as_f64() < pair[1]["ets_j"].as_f64());
+    }
+}
+
+#[tokio::test]
+async fn capacity_questions_check_their_parameters() {
+    let app = TestApp::new().await;
+    with_linear_power(&app).await;
+    for (path, status, field) in [
+        (
+            "/v1/apps/lin/max-nodes?power_limit_w=0",
+            StatusCode::BAD_REQUEST,
+            "power_limit_w",
+        ),
+        (
+            "/v1/apps/lin/max-nodes",
+            StatusCode::BAD_REQUEST,
+            "power_limit_w",
+        ),
+        (
+            "/v1/apps/lin/max-nodes?power_limit_w=10&min_nodes=8&max_nodes=4",
+            StatusCode::BAD_REQUEST,
+            "min_nodes",
+        ),
+        (
+            "/v1/apps/lin/pareto?max_nodes=1000000",
+            StatusCode::BAD_REQUEST,
+            "max_nodes",
+        ),
+        (
+            "/v1/apps/lin/pareto?min_nodes=0",
+            StatusCode::BAD_REQUEST,
+            "min_nodes",
+        ),
+        (
+            "/v1/apps/lin/max-nodes?power_limit_w=10&bound=best",
+            StatusCode::BAD_REQUEST,
+            "bound",
+        ),
+    ] {
+        app.get(path, &app.read)
+            .await
+            .assert_field_error(status, field);
+    }
+    app.get("/v1/apps/nope/pareto", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    app.get("/v1/apps/lin/pareto", "not-a-token")
+        .await
+        .assert_problem(StatusCode::UNAUTHORIZED);
+}
