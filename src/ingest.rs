@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use sqlx::PgPool;
 
+use crate::hostlist;
 use crate::store::{self, runs::Derived, runs::Inserted, runs::NewRun};
 use crate::validate::{self, Errors, FieldError};
 
@@ -24,6 +25,14 @@ pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
 pub const FUTURE_TOLERANCE: Duration = Duration::days(1);
 pub const MAX_BATCH: usize = 10_000;
 
+/// A node list as submitted: names, or Slurm hostlist syntax (`cn[01-04]`).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(untagged)]
+pub enum NodeListDraft {
+    Names(Vec<String>),
+    Hostlist(String),
+}
+
 /// A run as submitted, before validation.
 #[derive(Debug, Clone, Default)]
 pub struct RunDraft {
@@ -31,7 +40,7 @@ pub struct RunDraft {
     pub source: String,
     pub job_id: String,
     pub nodes: i64,
-    pub node_list: Option<Vec<String>>,
+    pub node_list: Option<NodeListDraft>,
     pub energy_j: Option<f64>,
     pub avg_power_w: Option<f64>,
     pub duration_s: Option<f64>,
@@ -43,7 +52,7 @@ pub struct RunDraft {
 
 /// Check every rule and derive the missing quantity. All errors are reported,
 /// not just the first.
-pub fn validate(draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<FieldError>> {
+pub fn validate(mut draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<FieldError>> {
     let mut errors = Errors::default();
     errors.check("app", validate::identifier(&draft.app, validate::TAG_MAX));
     errors.check(
@@ -64,7 +73,14 @@ pub fn validate(draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<Field
     let nodes_ok = validate::node_count(draft.nodes)
         .map_err(|reason| errors.add("nodes", reason))
         .is_ok();
-    if let Some(list) = &draft.node_list {
+    let node_list = match draft.node_list.take() {
+        None => None,
+        Some(NodeListDraft::Names(names)) => Some(names),
+        Some(NodeListDraft::Hostlist(list)) => hostlist::expand(&list)
+            .map_err(|e| errors.add("node_list", e.to_string()))
+            .ok(),
+    };
+    if let Some(list) = &node_list {
         check_node_list(&mut errors, list, nodes_ok.then_some(draft.nodes));
     }
 
@@ -111,7 +127,7 @@ pub fn validate(draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<Field
         source: draft.source,
         job_id: draft.job_id,
         nodes: draft.nodes.clamp(0, i64::from(i32::MAX)) as i32,
-        node_list: draft.node_list,
+        node_list,
         energy_j,
         avg_power_w,
         duration_s,
@@ -675,7 +691,7 @@ mod tests {
             ),
             (
                 RunDraft {
-                    node_list: Some(vec!["n1".into(), "n2".into()]),
+                    node_list: Some(NodeListDraft::Names(vec!["n1".into(), "n2".into()])),
                     ..draft()
                 },
                 "node_list",
@@ -715,7 +731,11 @@ mod tests {
     fn node_list_entries_are_checked_one_by_one() {
         let d = RunDraft {
             nodes: 3,
-            node_list: Some(vec!["n1".into(), "n,2".into(), "n1".into()]),
+            node_list: Some(NodeListDraft::Names(vec![
+                "n1".into(),
+                "n,2".into(),
+                "n1".into(),
+            ])),
             ..draft()
         };
         let errors = validate(d, now()).unwrap_err();

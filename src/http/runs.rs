@@ -5,15 +5,25 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::auth::{self, Authorized};
 use super::error::{ApiError, ApiResult, Problem, ProblemField};
-use super::extract::{Json, Path, from_json_value};
-use crate::ingest::{self, Outcome, RunDraft};
+use super::extract::{Json, Path, Query, from_json_value};
+use crate::ingest::{self, NodeListDraft, Outcome, RunDraft};
 use crate::store::{self, runs::RunRow};
 use crate::validate::FieldError;
+
+/// A node list: names, or one string in Slurm hostlist syntax.
+#[derive(ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // Only describes the accepted forms in the API document.
+pub enum NodeListSchema {
+    Names(Vec<String>),
+    #[schema(example = "cn[01-04,07]")]
+    Hostlist(String),
+}
 
 /// A finished run. Give at least two of `energy_j`, `avg_power_w` and
 /// `duration_s`; the third is derived (EtS = APC × TtS). If all three are
@@ -50,8 +60,10 @@ pub struct RunInput {
     /// Node count, 1 to 1,000,000.
     #[schema(example = 16, minimum = 1, maximum = 1_000_000)]
     pub nodes: i64,
-    /// Names of the nodes used; exactly `nodes` distinct names.
-    pub node_list: Option<Vec<String>>,
+    /// The nodes used: exactly `nodes` distinct names, as an array or in
+    /// Slurm hostlist syntax (`"cn[01-04,07]"`).
+    #[schema(value_type = Option<NodeListSchema>)]
+    pub node_list: Option<NodeListDraft>,
     /// Energy-to-solution, joules (> 0).
     #[schema(example = 5_184_000.0, exclusive_minimum = 0.0)]
     pub energy_j: Option<f64>,
@@ -117,6 +129,21 @@ pub struct Run {
     pub quality: f64,
     pub account: Option<String>,
     pub ingested_at: DateTime<Utc>,
+    /// For a run with a node list, once nodes are classified (one run only,
+    /// `GET /v1/runs/{id}`): its APC had all its nodes been the best or the
+    /// worst (design.md §3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apc_bounds: Option<RunApcBounds>,
+}
+
+/// APC_min(J) = APC(J) − Σ (P_u − P_min) and APC_max(J) = APC(J) + Σ (P_max − P_u).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunApcBounds {
+    pub workload: String,
+    pub best_w: f64,
+    pub worst_w: f64,
+    /// Nodes of the run without samples of the workload, counted at the mean.
+    pub unclassified: Vec<String>,
 }
 
 impl From<RunRow> for Run {
@@ -137,6 +164,7 @@ impl From<RunRow> for Run {
             quality: r.quality,
             account: r.account,
             ingested_at: r.ingested_at,
+            apc_bounds: None,
         }
     }
 }
@@ -409,24 +437,58 @@ fn batch_item(index: usize, outcome: Outcome) -> BatchItem {
     }
 }
 
-/// One stored run.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct RunParams {
+    /// Reference workload of the classification behind `apc_bounds`;
+    /// default the service's (`--reference-workload`).
+    pub workload: Option<String>,
+}
+
+/// One stored run, with its APC bounds when it has a node list and the nodes
+/// are classified.
 #[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs",
-    params(("id" = i64, Path, description = "Run id")),
+    params(("id" = i64, Path, description = "Run id"), RunParams),
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The run", body = Run),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
-        (status = 400, description = "Bad path parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Bad path or query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get_run(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
     Path(id): Path<i64>,
+    Query(params): Query<RunParams>,
 ) -> ApiResult<axum::Json<Run>> {
+    let workload = params
+        .workload
+        .unwrap_or_else(|| state.settings.reference_workload.clone());
+    crate::validate::identifier(&workload, crate::validate::TAG_MAX)
+        .map_err(|reason| ApiError::bad_request("workload", reason))?;
     let row = store::runs::get(&state.pool, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no run with id {id}")))?;
-    Ok(axum::Json(row.into()))
+    let mut run = Run::from(row);
+    if let Some(list) = &run.node_list
+        && let Some(powers) = super::nodes::node_powers(&state, &workload, None).await?
+    {
+        let node_powers = powers.of(list);
+        let b = crate::model::bounds::job_bounds(run.avg_power_w, &node_powers, &powers.scale);
+        run.apc_bounds = Some(RunApcBounds {
+            workload,
+            best_w: b.best,
+            worst_w: b.worst,
+            unclassified: list
+                .iter()
+                .zip(&node_powers)
+                .filter(|(_, p)| p.is_none())
+                .map(|(n, _)| n.clone())
+                .collect(),
+        });
+    }
+    Ok(axum::Json(run))
 }

@@ -369,3 +369,37 @@ async fn node_lists_are_checked() {
         "queries[1].node_list"
     );
 }
+
+#[tokio::test]
+async fn runs_take_hostlists_and_show_their_bounds() {
+    let app = TestApp::new().await;
+    with_bounded_app(&app).await;
+    // A node list in hostlist syntax is stored expanded.
+    let mut r = run("bnd", "j-host", 2);
+    r["node_list"] = json!("n[3-4]");
+    let id = app.ingest(&r).await;
+    let reply = app
+        .get(&format!("/v1/runs/{id}?workload=stress"), &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["node_list"], json!(["n3", "n4"]));
+    // 2000 W on n3 (220 W) and n4 (240 W): best 2000 − (40 + 60) = 1900,
+    // worst 2000 + (20 + 0) = 2020.
+    let bounds = &reply.body["apc_bounds"];
+    assert_eq!(bounds["best_w"], 1900.0);
+    assert_eq!(bounds["worst_w"], 2020.0);
+    assert_eq!(bounds["unclassified"], json!([]));
+    // Without a classification of the workload, no bounds.
+    let reply = app
+        .get(&format!("/v1/runs/{id}?workload=idle"), &app.read)
+        .await;
+    assert!(reply.body.get("apc_bounds").is_none());
+
+    for (list, field) in [("n[2-1]", "node_list"), ("n[1-3]", "node_list")] {
+        let mut r = run("bnd", "j-bad", 2);
+        r["node_list"] = json!(list);
+        app.post("/v1/runs", &app.ingest, &r)
+            .await
+            .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, field);
+    }
+}
