@@ -91,11 +91,14 @@ async fn a_query_cut_by_the_server_is_503_not_500() {
     });
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     let terminated = loop {
+        // Polled outside the blocker's transaction: inside one, PostgreSQL
+        // answers pg_stat_activity from the snapshot of its first read, which
+        // may predate the listing's wait (this made the test flaky).
         let ended: Vec<bool> = sqlx::query_scalar(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
              WHERE wait_event_type = 'Lock' AND datname = current_database()",
         )
-        .fetch_all(&mut *blocker)
+        .fetch_all(&app.pool)
         .await
         .unwrap();
         if !ended.is_empty() {
