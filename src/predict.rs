@@ -178,11 +178,11 @@ impl Models {
         pool: &PgPool,
         app: &AppRow,
     ) -> Result<Option<Arc<Physics>>, PredictError> {
-        let entry = self.entry(app);
         let mode = scaling_mode(app);
         if mode == ScalingMode::Unknown {
             return Ok(None);
         }
+        let entry = self.entry(app);
         entry
             .physics
             .get_or_try_init(|| async {
