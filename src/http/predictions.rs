@@ -24,6 +24,8 @@ use crate::validate::{self, FieldError};
 
 /// Most queries in one `POST /v1/predictions`.
 pub const MAX_BATCH_QUERIES: usize = 1000;
+/// Most node names one answer lists (a node set may hold 100,000).
+const MAX_NAMES_SHOWN: usize = 20;
 /// Most points of one curve.
 pub const MAX_CURVE_POINTS: usize = 1000;
 
@@ -302,8 +304,10 @@ pub struct NodeSet {
     pub apc_w: f64,
     pub ets_j: f64,
     pub tts_s: f64,
-    /// Nodes of the set without samples of the workload, counted at the
-    /// mean node power.
+    /// How many nodes of the set have no samples of the workload; they are
+    /// counted at the mean node power.
+    pub unclassified_count: usize,
+    /// The first 20 of them.
     pub unclassified: Vec<String>,
     /// Σ of the set's vendor peaks, when the registry knows all of them.
     pub vendor_peak_w: Option<f64>,
@@ -719,12 +723,12 @@ async fn node_answers(
         if !unknown.is_empty() {
             let shown = unknown
                 .iter()
-                .take(20)
+                .take(MAX_NAMES_SHOWN)
                 .copied()
                 .collect::<Vec<_>>()
                 .join(", ");
-            let more = if unknown.len() > 20 {
-                format!(" and {} more", unknown.len() - 20)
+            let more = if unknown.len() > MAX_NAMES_SHOWN {
+                format!(" and {} more", unknown.len() - MAX_NAMES_SHOWN)
             } else {
                 String::new()
             };
@@ -778,11 +782,13 @@ async fn node_answers(
                 apc_w: apc,
                 ets_j: apc * tts,
                 tts_s: tts,
+                unclassified_count: node_powers.iter().filter(|p| p.is_none()).count(),
                 unclassified: list
                     .iter()
                     .zip(&node_powers)
                     .filter(|(_, p)| p.is_none())
                     .map(|(n, _)| n.clone())
+                    .take(MAX_NAMES_SHOWN)
                     .collect(),
                 vendor_peak_w: peaks.map(|p| p.iter().sum()),
             })

@@ -316,6 +316,23 @@ async fn predictions_carry_best_and_worst_node_bounds() {
     assert_eq!(set["ets_j"], 66_000.0);
     assert_eq!(set["node_list"], "n[3-4]");
     assert_eq!(set["vendor_peak_w"], 700.0);
+    assert_eq!(set["unclassified_count"], 0);
+
+    // A registered node without samples counts at the mean, 210 W:
+    // 560 + (240 − 180) + (210 − 180) = 650 W.
+    register(&app, "n5", "batch", None).await;
+    let reply = app
+        .get(
+            "/v1/apps/bnd/predictions?node_list=n%5B4-5%5D&workload=stress&metric=apc",
+            &app.read,
+        )
+        .await;
+    let set = &reply.body["node_set"];
+    assert_eq!(set["apc_w"], 650.0, "{:#}", reply.body);
+    assert_eq!(set["unclassified_count"], 1);
+    assert_eq!(set["unclassified"], json!(["n5"]));
+    // Not every peak is known: no vendor sum.
+    assert!(set["vendor_peak_w"].is_null());
 
     // Without a classification of the workload, no bounds.
     let reply = app
