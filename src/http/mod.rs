@@ -23,6 +23,7 @@ use utoipa_swagger_ui::SwaggerUi;
 pub mod apps;
 pub mod auth;
 pub mod capacity;
+pub mod caps;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -120,6 +121,8 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(predictions::post_predictions))
         .routes(routes!(predictions::get_curve))
         .routes(routes!(predictions::get_model))
+        .routes(routes!(caps::list_caps))
+        .routes(routes!(caps::get_cap, caps::put_cap, caps::delete_cap))
         .routes(routes!(capacity::max_nodes))
         .routes(routes!(capacity::optimal_nodes))
         .routes(routes!(capacity::pareto))

@@ -2,6 +2,7 @@
 //! returning row types; one module per table.
 
 pub mod apps;
+pub mod caps;
 pub mod nodes;
 pub mod runs;
 pub mod tokens;

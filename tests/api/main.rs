@@ -5,6 +5,7 @@ mod apps;
 mod auth;
 mod batch;
 mod capacity;
+mod caps;
 mod embedded;
 mod hygiene;
 mod nodes;

@@ -1,0 +1,113 @@
+//! The `power_caps` table.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct CapRow {
+    pub id: i64,
+    pub name: String,
+    pub limit_w: f64,
+    pub partition: Option<String>,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+    pub description: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str =
+    "id, name, limit_w, partition, starts_at, ends_at, description, created_at, updated_at";
+
+/// A cap as administrators set it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewCap {
+    pub limit_w: f64,
+    pub partition: Option<String>,
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+    pub description: String,
+}
+
+/// Create a cap or replace it. Returns the row and whether it was created.
+pub async fn upsert(
+    executor: impl PgExecutor<'_>,
+    name: &str,
+    cap: &NewCap,
+) -> sqlx::Result<(CapRow, bool)> {
+    let query = format!(
+        "INSERT INTO power_caps (name, limit_w, partition, starts_at, ends_at, description)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (name) DO UPDATE
+         SET limit_w = EXCLUDED.limit_w,
+             partition = EXCLUDED.partition,
+             starts_at = EXCLUDED.starts_at,
+             ends_at = EXCLUDED.ends_at,
+             description = EXCLUDED.description,
+             updated_at = now()
+         RETURNING {COLUMNS}, (xmax = 0) AS created"
+    );
+    #[derive(sqlx::FromRow)]
+    struct Upserted {
+        #[sqlx(flatten)]
+        cap: CapRow,
+        created: bool,
+    }
+    let row: Upserted = sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(name)
+        .bind(cap.limit_w)
+        .bind(&cap.partition)
+        .bind(cap.starts_at)
+        .bind(cap.ends_at)
+        .bind(&cap.description)
+        .fetch_one(executor)
+        .await?;
+    Ok((row.cap, row.created))
+}
+
+pub async fn get(executor: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<CapRow>> {
+    let query = format!("SELECT {COLUMNS} FROM power_caps WHERE name = $1");
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(name)
+        .fetch_optional(executor)
+        .await
+}
+
+/// Every cap, by name (there are few).
+pub async fn list(executor: impl PgExecutor<'_>) -> sqlx::Result<Vec<CapRow>> {
+    let query = format!("SELECT {COLUMNS} FROM power_caps ORDER BY name");
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .fetch_all(executor)
+        .await
+}
+
+/// Delete a cap; whether it existed.
+pub async fn delete(executor: impl PgExecutor<'_>, name: &str) -> sqlx::Result<bool> {
+    let deleted = sqlx::query("DELETE FROM power_caps WHERE name = $1")
+        .bind(name)
+        .execute(executor)
+        .await?;
+    Ok(deleted.rows_affected() > 0)
+}
+
+/// The cap in force at `at` for a scope (`None`: the whole system): the
+/// tightest of that scope active then, ties to the earliest ending.
+pub async fn in_force(
+    executor: impl PgExecutor<'_>,
+    partition: Option<&str>,
+    at: DateTime<Utc>,
+) -> sqlx::Result<Option<CapRow>> {
+    let query = format!(
+        "SELECT {COLUMNS} FROM power_caps
+         WHERE partition IS NOT DISTINCT FROM $1
+           AND (starts_at IS NULL OR starts_at <= $2)
+           AND (ends_at IS NULL OR ends_at > $2)
+         ORDER BY limit_w, ends_at NULLS LAST, name
+         LIMIT 1"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(partition)
+        .bind(at)
+        .fetch_optional(executor)
+        .await
+}
