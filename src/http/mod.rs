@@ -27,6 +27,7 @@ pub mod caps;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod jobs;
 pub mod nodes;
 mod openapi;
 pub mod page;
@@ -121,6 +122,9 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(predictions::post_predictions))
         .routes(routes!(predictions::get_curve))
         .routes(routes!(predictions::get_model))
+        .routes(routes!(jobs::start_job, jobs::list_jobs))
+        .routes(routes!(jobs::finish_job))
+        .routes(routes!(jobs::cancel_job))
         .routes(routes!(caps::list_caps))
         .routes(routes!(caps::get_cap, caps::put_cap, caps::delete_cap))
         .routes(routes!(capacity::max_nodes))

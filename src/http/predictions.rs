@@ -621,16 +621,16 @@ async fn physics_flags(
 }
 
 /// Where node powers come from for one query, and its node list if any.
-struct NodeScope {
-    workload: String,
-    partition: Option<String>,
-    list: Option<Vec<String>>,
+pub(super) struct NodeScope {
+    pub(super) workload: String,
+    pub(super) partition: Option<String>,
+    pub(super) list: Option<Vec<String>>,
 }
 
 impl NodeScope {
     /// Check a query's workload, partition and node list (whose field names
     /// get `prefix`); `None` after recording what is wrong.
-    fn check(
+    pub(super) fn check(
         state: &AppState,
         workload: Option<String>,
         partition: Option<String>,
@@ -667,7 +667,7 @@ impl NodeScope {
 
 /// The node count of a query: `nodes`, or the length of its node list (which
 /// `nodes`, when also given, must equal).
-fn scope_nodes(
+pub(super) fn scope_nodes(
     nodes: Option<i64>,
     scope: &Option<NodeScope>,
     prefix: &str,
@@ -703,7 +703,7 @@ fn scope_nodes(
 
 /// The APC bounds of n nodes and the node set's predictions, where nodes are
 /// classified; a node list naming unknown nodes is refused (422).
-async fn node_answers(
+pub(super) async fn node_answers(
     state: &AppState,
     app: &AppRow,
     nodes: u32,

@@ -253,7 +253,7 @@ pub async fn create_run(
 
 /// Store runs, then drop this replica's cached rows of their applications at
 /// once (other replicas hear of it through the transaction's notification).
-async fn store_runs(
+pub(super) async fn store_runs(
     state: &AppState,
     items: Vec<Result<crate::store::runs::NewRun, Vec<FieldError>>>,
     atomic: bool,

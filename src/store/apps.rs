@@ -140,3 +140,13 @@ pub async fn list(
         .fetch_all(executor)
         .await
 }
+
+/// The application `tag`, created with default metadata if it does not exist
+/// (existing metadata is left alone).
+pub async fn ensure(executor: impl PgExecutor<'_> + Copy, tag: &str) -> sqlx::Result<AppRow> {
+    sqlx::query("INSERT INTO applications (tag) VALUES ($1) ON CONFLICT (tag) DO NOTHING")
+        .bind(tag)
+        .execute(executor)
+        .await?;
+    get(executor, tag).await?.ok_or(sqlx::Error::RowNotFound)
+}

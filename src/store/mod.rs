@@ -3,6 +3,7 @@
 
 pub mod apps;
 pub mod caps;
+pub mod jobs;
 pub mod nodes;
 pub mod runs;
 pub mod tokens;

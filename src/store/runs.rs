@@ -349,3 +349,16 @@ pub async fn powers(executor: impl PgExecutor<'_>, app_id: i64) -> sqlx::Result<
     .fetch_all(executor)
     .await
 }
+
+/// The run stored under a (source, job_id), if any.
+pub async fn id_by_key(
+    executor: impl PgExecutor<'_>,
+    source: &str,
+    job_id: &str,
+) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar("SELECT id FROM runs WHERE source = $1 AND job_id = $2")
+        .bind(source)
+        .bind(job_id)
+        .fetch_optional(executor)
+        .await
+}

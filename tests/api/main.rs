@@ -8,6 +8,7 @@ mod capacity;
 mod caps;
 mod embedded;
 mod hygiene;
+mod jobs;
 mod nodes;
 mod predictions;
 mod runs;

@@ -1,0 +1,466 @@
+//! `/v1/jobs`: jobs in flight (design.md §5). A scheduler reports a job when
+//! it starts (and gets its prediction), when it finishes (the job becomes a
+//! run, so the predictor adapts), or when it is cancelled.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::auth::{self, Authorized};
+use super::error::{ApiError, ApiResult, Problem};
+use super::extract::{Json, Path, Query};
+use super::predictions::{AggregateName, NodeScope, fitted_models, node_answers};
+use super::runs::{Run, store_runs};
+use crate::ingest::{self, NodeListDraft, Outcome, RunDraft};
+use crate::model::{Aggregate, Metric};
+use crate::predict;
+use crate::store::{self, apps::AppRow, jobs::JobRow, jobs::NewJob};
+use crate::validate::{self, FieldError};
+
+/// Power reserved per node for a job of an application without history,
+/// when the registry knows no vendor peak: deliberately high, so that an
+/// unknown job is not let in under a cap it would break.
+pub const DEFAULT_NODE_POWER_W: f64 = 1000.0;
+/// A job running longer than this many times its predicted TtS is stale.
+pub const STALE_FACTOR: f64 = 2.0;
+
+/// A job reported at its start.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobInput {
+    /// The system the job runs on (as for runs).
+    pub source: String,
+    pub job_id: String,
+    /// Application tag; created if new.
+    pub app: String,
+    /// Node count; required unless `node_list` is given.
+    pub nodes: Option<i64>,
+    /// The allocated nodes (Slurm hostlist syntax).
+    pub node_list: Option<String>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    /// Default now.
+    pub started_at: Option<DateTime<Utc>>,
+    /// Reference workload for the node classification; default the service's.
+    pub workload: Option<String>,
+}
+
+/// A job in flight.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Job {
+    pub source: String,
+    pub job_id: String,
+    pub app: String,
+    pub nodes: i32,
+    pub node_list: Option<Vec<String>>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub started_at: DateTime<Utc>,
+    /// Predicted at the start; `null` for an application without history.
+    pub predicted_apc_w: Option<f64>,
+    pub predicted_ets_j: Option<f64>,
+    pub predicted_tts_s: Option<f64>,
+    /// The power the job counts for in headroom and admission.
+    pub reserved_w: f64,
+    /// `node_set` (its nodes' APC), `worst_nodes` (the worst-node bound),
+    /// `expected` (the predicted APC) or `no_history` (nodes × the largest
+    /// vendor peak, else 1000 W per node).
+    pub reserved_basis: String,
+    /// Running more than twice its predicted TtS.
+    pub stale: bool,
+}
+
+impl Job {
+    fn from_row(j: JobRow, now: DateTime<Utc>) -> Self {
+        let elapsed = (now - j.started_at).num_milliseconds() as f64 / 1000.0;
+        Job {
+            stale: j
+                .predicted_tts_s
+                .is_some_and(|tts| elapsed > STALE_FACTOR * tts),
+            source: j.source,
+            job_id: j.job_id,
+            app: j.app,
+            nodes: j.nodes,
+            node_list: j.node_list,
+            partition: j.partition,
+            account: j.account,
+            started_at: j.started_at,
+            predicted_apc_w: j.predicted_apc_w,
+            predicted_ets_j: j.predicted_ets_j,
+            predicted_tts_s: j.predicted_tts_s,
+            reserved_w: j.reserved_w,
+            reserved_basis: j.reserved_basis,
+        }
+    }
+}
+
+/// What a job of `app` on `nodes` is predicted to need, and the power it
+/// reserves.
+pub(super) struct Estimate {
+    pub apc_w: Option<f64>,
+    pub ets_j: Option<f64>,
+    pub tts_s: Option<f64>,
+    pub reserved_w: f64,
+    pub basis: &'static str,
+}
+
+pub(super) async fn estimate(
+    state: &AppState,
+    app: &AppRow,
+    nodes: u32,
+    scope: &NodeScope,
+) -> ApiResult<Estimate> {
+    if app.run_count == 0 {
+        let peaks = store::nodes::peaks(&state.pool, scope.partition.as_deref()).await?;
+        let per_node = peaks
+            .iter()
+            .map(|(_, p)| *p)
+            .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.max(p))))
+            .unwrap_or(DEFAULT_NODE_POWER_W);
+        return Ok(Estimate {
+            apc_w: None,
+            ets_j: None,
+            tts_s: None,
+            reserved_w: per_node * f64::from(nodes),
+            basis: "no_history",
+        });
+    }
+    let allowed = predict::allowed_rmse(app, None);
+    let models = fitted_models(state, app, &Metric::ALL, allowed).await?;
+    let value = |metric: Metric| {
+        models
+            .iter()
+            .find(|m| m.model.options.metric == metric)
+            .map(|m| m.model.predict(nodes, Aggregate::Mean).value)
+    };
+    let (apc, ets, tts) = (value(Metric::Apc), value(Metric::Ets), value(Metric::Tts));
+    let (bounds, set) =
+        node_answers(state, app, nodes, scope, allowed, AggregateName::Mean).await?;
+    let (reserved_w, basis) = match (set, bounds, apc) {
+        (Some(set), _, _) => (set.apc_w, "node_set"),
+        (None, Some(bounds), _) => (bounds.worst_w, "worst_nodes"),
+        (None, None, Some(apc)) => (apc, "expected"),
+        (None, None, None) => (DEFAULT_NODE_POWER_W * f64::from(nodes), "no_history"),
+    };
+    Ok(Estimate {
+        apc_w: apc,
+        ets_j: ets,
+        tts_s: tts,
+        reserved_w,
+        basis,
+    })
+}
+
+/// Report a job's start: it is stored as running, with its prediction and
+/// the power it reserves.
+///
+/// Idempotent: reporting a running `(source, job_id)` again answers 200 with
+/// the job as stored.
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs",
+    request_body = JobInput,
+    security(("bearer" = ["schedule"])),
+    responses(
+        (status = 201, description = "Stored as running", body = Job),
+        (status = 200, description = "Already running", body = Job),
+        (status = 400, description = "Malformed JSON or node list", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "This (source, job_id) is already a finished run", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid job, or unknown nodes", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn start_job(
+    _: Authorized<auth::Schedule>,
+    State(state): State<AppState>,
+    Json(input): Json<JobInput>,
+) -> ApiResult<(StatusCode, axum::Json<Job>)> {
+    let mut problems = Vec::new();
+    let mut check = |field: &str, result: Result<(), String>| {
+        if let Err(reason) = result {
+            problems.push(FieldError::new(field, reason));
+        }
+    };
+    check(
+        "source",
+        validate::identifier(&input.source, validate::SOURCE_MAX),
+    );
+    check(
+        "job_id",
+        validate::identifier(&input.job_id, validate::JOB_ID_MAX),
+    );
+    check("app", validate::identifier(&input.app, validate::TAG_MAX));
+    if let Some(account) = &input.account {
+        check(
+            "account",
+            validate::identifier(account, validate::ACCOUNT_MAX),
+        );
+    }
+    if let Some(Err(reason)) = input.started_at.map(validate::time_in_range) {
+        problems.push(FieldError::new("started_at", reason));
+    }
+    let scope = NodeScope::check(
+        &state,
+        input.workload,
+        input.partition.clone(),
+        input.node_list.as_deref(),
+        "",
+        &mut problems,
+    );
+    let nodes = super::predictions::scope_nodes(input.nodes, &scope, "", &mut problems);
+    let (Some(nodes), Some(scope)) = (nodes.filter(|_| problems.is_empty()), scope) else {
+        return Err(ApiError::Invalid(problems));
+    };
+    if store::runs::id_by_key(&state.pool, &input.source, &input.job_id)
+        .await?
+        .is_some()
+    {
+        return Err(ApiError::Conflict {
+            detail: format!(
+                "job {} of {} has already finished and is stored as a run",
+                input.job_id, input.source
+            ),
+            errors: vec![FieldError::new("job_id", "names a finished run")],
+        });
+    }
+    let app = store::apps::ensure(&state.pool, &input.app).await?;
+    let estimate = estimate(&state, &app, nodes, &scope).await?;
+    let job = NewJob {
+        source: input.source,
+        job_id: input.job_id,
+        app_id: app.id,
+        nodes: i32::try_from(nodes).unwrap_or(i32::MAX),
+        node_list: scope.list,
+        partition: input.partition,
+        account: input.account,
+        started_at: input.started_at.unwrap_or_else(Utc::now),
+        predicted_apc_w: estimate.apc_w,
+        predicted_ets_j: estimate.ets_j,
+        predicted_tts_s: estimate.tts_s,
+        reserved_w: estimate.reserved_w,
+        reserved_basis: estimate.basis.to_owned(),
+    };
+    let (row, created) = store::jobs::insert(&state.pool, &job).await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(Job::from_row(row, Utc::now()))))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct JobListParams {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Jobs {
+    /// Running jobs, oldest first.
+    pub items: Vec<Job>,
+    /// Σ of their reserved power, W.
+    pub reserved_w: f64,
+    pub stale: usize,
+}
+
+/// List jobs in flight.
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs",
+    params(JobListParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "Running jobs", body = Jobs),
+        (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn list_jobs(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Query(params): Query<JobListParams>,
+) -> ApiResult<axum::Json<Jobs>> {
+    for (field, value, max) in [
+        ("partition", &params.partition, validate::TAG_MAX),
+        ("account", &params.account, validate::ACCOUNT_MAX),
+    ] {
+        if let Some(Err(reason)) = value.as_deref().map(|v| validate::identifier(v, max)) {
+            return Err(ApiError::bad_request(field, reason));
+        }
+    }
+    let now = Utc::now();
+    let items: Vec<Job> = store::jobs::list(
+        &state.pool,
+        params.partition.as_deref(),
+        params.account.as_deref(),
+    )
+    .await?
+    .into_iter()
+    .map(|j| Job::from_row(j, now))
+    .collect();
+    Ok(axum::Json(Jobs {
+        reserved_w: items.iter().map(|j| j.reserved_w).sum(),
+        stale: items.iter().filter(|j| j.stale).count(),
+        items,
+    }))
+}
+
+/// What was measured when a job ended: any two of energy, power and
+/// duration, or one of energy and power (the duration is then the time from
+/// the job's start to `ended_at`). Without `ended_at`, the end is the start
+/// plus a given duration, else now.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FinishInput {
+    #[schema(exclusive_minimum = 0.0)]
+    pub energy_j: Option<f64>,
+    #[schema(exclusive_minimum = 0.0)]
+    pub avg_power_w: Option<f64>,
+    #[schema(exclusive_minimum = 0.0)]
+    pub duration_s: Option<f64>,
+    /// Default now.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Measurement weight in (0, 1], default 1.
+    pub quality: Option<f64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Finished {
+    /// `finished` now, or `already_finished` (nothing changed).
+    pub status: String,
+    pub run: Run,
+}
+
+/// Report a job's end: it becomes a run in the history (so the predictor
+/// adapts) and stops counting in headroom.
+///
+/// Idempotent: reporting it again answers 200 `already_finished` with the run.
+#[utoipa::path(post, path = "/v1/jobs/{source}/{job_id}/finish", tag = "jobs",
+    params(("source" = String, Path, description = "The job's system"),
+           ("job_id" = String, Path, description = "The job's id there")),
+    request_body = FinishInput,
+    security(("bearer" = ["schedule"])),
+    responses(
+        (status = 200, description = "The run the job became", body = Finished),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such job, running or finished", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already finished with other values", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid measurements", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn finish_job(
+    _: Authorized<auth::Schedule>,
+    State(state): State<AppState>,
+    Path((source, job_id)): Path<(String, String)>,
+    Json(input): Json<FinishInput>,
+) -> ApiResult<axum::Json<Finished>> {
+    let Some(job) = store::jobs::get(&state.pool, &source, &job_id).await? else {
+        // Finished before (or never started).
+        let id = store::runs::id_by_key(&state.pool, &source, &job_id)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("no job {job_id} of {source}")))?;
+        let row = store::runs::get(&state.pool, id)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("no job {job_id} of {source}")))?;
+        return Ok(axum::Json(Finished {
+            status: "already_finished".into(),
+            run: row.into(),
+        }));
+    };
+    // Without an end time, a measured duration dates the end; else now.
+    let ended_at = input.ended_at.unwrap_or_else(|| {
+        input
+            .duration_s
+            .filter(|d| d.is_finite() && *d > 0.0 && *d < ingest::MAX_DURATION_S)
+            .and_then(|d| chrono::Duration::try_milliseconds((d * 1000.0) as i64))
+            .map_or_else(Utc::now, |d| job.started_at + d)
+    });
+    let measured = [input.energy_j, input.avg_power_w, input.duration_s]
+        .iter()
+        .filter(|v| v.is_some())
+        .count();
+    // One measurement: the duration is the time the job ran.
+    let duration_s = input.duration_s.or_else(|| {
+        (measured < 2).then(|| (ended_at - job.started_at).num_milliseconds() as f64 / 1000.0)
+    });
+    let draft = RunDraft {
+        app: job.app.clone(),
+        source: job.source.clone(),
+        job_id: job.job_id.clone(),
+        nodes: i64::from(job.nodes),
+        node_list: job.node_list.clone().map(NodeListDraft::Names),
+        energy_j: input.energy_j,
+        avg_power_w: input.avg_power_w,
+        duration_s,
+        started_at: Some(job.started_at),
+        ended_at: Some(ended_at),
+        quality: input.quality,
+        account: job.account.clone(),
+    };
+    let run = ingest::validate(draft, Utc::now()).map_err(ApiError::Invalid)?;
+    let ingested = store_runs(&state, vec![Ok(run)], false).await?;
+    let id = match ingested.outcomes.into_iter().next() {
+        Some(Outcome::Created(id) | Outcome::Duplicate(id)) => id,
+        Some(Outcome::Conflict {
+            run_id,
+            differences,
+        }) => {
+            return Err(ApiError::Conflict {
+                detail: format!(
+                    "run {} is already stored with other values for this job",
+                    run_id.unwrap_or_default()
+                ),
+                errors: differences,
+            });
+        }
+        Some(Outcome::Invalid(errors)) => return Err(ApiError::Invalid(errors)),
+        Some(Outcome::Withheld) | None => {
+            return Err(anyhow::anyhow!("a finished job was neither stored nor rejected").into());
+        }
+    };
+    // The run is committed; only now does the job stop counting. Should this
+    // fail, reporting the end again finds the run and removes the job.
+    store::jobs::delete(&state.pool, &source, &job_id).await?;
+    let row = store::runs::get(&state.pool, id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("run {id} vanished after it was stored"))?;
+    Ok(axum::Json(Finished {
+        status: "finished".into(),
+        run: row.into(),
+    }))
+}
+
+/// Forget a cancelled or failed job: it leaves no history.
+#[utoipa::path(delete, path = "/v1/jobs/{source}/{job_id}", tag = "jobs",
+    params(("source" = String, Path, description = "The job's system"),
+           ("job_id" = String, Path, description = "The job's id there")),
+    security(("bearer" = ["schedule"])),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such running job", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn cancel_job(
+    _: Authorized<auth::Schedule>,
+    State(state): State<AppState>,
+    Path((source, job_id)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    if store::jobs::delete(&state.pool, &source, &job_id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!(
+            "no running job {job_id} of {source}"
+        )))
+    }
+}

@@ -1,0 +1,129 @@
+//! The `jobs` table: jobs in flight.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct JobRow {
+    pub id: i64,
+    pub source: String,
+    pub job_id: String,
+    pub app: String,
+    pub nodes: i32,
+    pub node_list: Option<Vec<String>>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub predicted_apc_w: Option<f64>,
+    pub predicted_ets_j: Option<f64>,
+    pub predicted_tts_s: Option<f64>,
+    pub reserved_w: f64,
+    pub reserved_basis: String,
+    pub created_at: DateTime<Utc>,
+}
+
+const COLUMNS: &str = "j.id, j.source, j.job_id, a.tag AS app, j.nodes, j.node_list, \
+     j.partition, j.account, j.started_at, j.predicted_apc_w, j.predicted_ets_j, \
+     j.predicted_tts_s, j.reserved_w, j.reserved_basis, j.created_at";
+
+/// A job about to be stored.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub source: String,
+    pub job_id: String,
+    pub app_id: i64,
+    pub nodes: i32,
+    pub node_list: Option<Vec<String>>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub predicted_apc_w: Option<f64>,
+    pub predicted_ets_j: Option<f64>,
+    pub predicted_tts_s: Option<f64>,
+    pub reserved_w: f64,
+    pub reserved_basis: String,
+}
+
+/// Store a job unless its (source, job_id) is running already; the stored
+/// job either way, and whether it was created now.
+pub async fn insert(
+    executor: impl PgExecutor<'_> + Copy,
+    job: &NewJob,
+) -> sqlx::Result<(JobRow, bool)> {
+    let created: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO jobs (source, job_id, app_id, nodes, node_list, partition, account,
+                           started_at, predicted_apc_w, predicted_ets_j, predicted_tts_s,
+                           reserved_w, reserved_basis)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+         ON CONFLICT ON CONSTRAINT jobs_source_job_id_key DO NOTHING
+         RETURNING id",
+    )
+    .bind(&job.source)
+    .bind(&job.job_id)
+    .bind(job.app_id)
+    .bind(job.nodes)
+    .bind(&job.node_list)
+    .bind(&job.partition)
+    .bind(&job.account)
+    .bind(job.started_at)
+    .bind(job.predicted_apc_w)
+    .bind(job.predicted_ets_j)
+    .bind(job.predicted_tts_s)
+    .bind(job.reserved_w)
+    .bind(&job.reserved_basis)
+    .fetch_optional(executor)
+    .await?;
+    let row = get(executor, &job.source, &job.job_id)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    Ok((row, created.is_some()))
+}
+
+pub async fn get(
+    executor: impl PgExecutor<'_>,
+    source: &str,
+    job_id: &str,
+) -> sqlx::Result<Option<JobRow>> {
+    let query = format!(
+        "SELECT {COLUMNS} FROM jobs j JOIN applications a ON a.id = j.app_id
+         WHERE j.source = $1 AND j.job_id = $2"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(source)
+        .bind(job_id)
+        .fetch_optional(executor)
+        .await
+}
+
+/// Running jobs, oldest first, of one partition or account when given.
+pub async fn list(
+    executor: impl PgExecutor<'_>,
+    partition: Option<&str>,
+    account: Option<&str>,
+) -> sqlx::Result<Vec<JobRow>> {
+    let query = format!(
+        "SELECT {COLUMNS} FROM jobs j JOIN applications a ON a.id = j.app_id
+         WHERE ($1::text IS NULL OR j.partition = $1)
+           AND ($2::text IS NULL OR j.account = $2)
+         ORDER BY j.started_at, j.id"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(partition)
+        .bind(account)
+        .fetch_all(executor)
+        .await
+}
+
+/// Remove a job; whether it was there.
+pub async fn delete(
+    executor: impl PgExecutor<'_>,
+    source: &str,
+    job_id: &str,
+) -> sqlx::Result<bool> {
+    let deleted = sqlx::query("DELETE FROM jobs WHERE source = $1 AND job_id = $2")
+        .bind(source)
+        .bind(job_id)
+        .execute(executor)
+        .await?;
+    Ok(deleted.rows_affected() > 0)
+}

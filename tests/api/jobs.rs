@@ -1,0 +1,171 @@
+//! Jobs in flight over HTTP: start, list, finish into history, cancel.
+
+use axum::http::{Method, StatusCode};
+use chrono::{Duration, Utc};
+use serde_json::json;
+
+use crate::support::{TestApp, run};
+
+/// `lin` on 1–16 nodes: APC 1000·n W, ten minutes.
+async fn with_history(app: &TestApp) {
+    for n in [1, 2, 4, 8, 16] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_job_lives_from_start_to_history() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let before = app
+        .get("/v1/apps/lin/predictions?nodes=3&metric=apc", &app.read)
+        .await;
+    assert_eq!(before.body["predictions"][0]["source"], "model");
+
+    let start = json!({"source": "slurm", "job_id": "77", "app": "lin", "nodes": 3,
+                       "account": "proj1"});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert!((reply.body["predicted_apc_w"].as_f64().unwrap() - 3000.0).abs() < 1.0);
+    assert!((reply.body["predicted_tts_s"].as_f64().unwrap() - 600.0).abs() < 1.0);
+    assert_eq!(reply.body["reserved_basis"], "expected");
+    assert_eq!(reply.body["stale"], false);
+    // Reported twice: the same job.
+    let again = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(again.status, StatusCode::OK);
+
+    let jobs = app.get("/v1/jobs?account=proj1", &app.read).await;
+    assert_eq!(jobs.body["items"].as_array().unwrap().len(), 1);
+    assert!((jobs.body["reserved_w"].as_f64().unwrap() - 3000.0).abs() < 1.0);
+
+    // It ends: a run at 3 nodes, measured 3300 W for 600 s.
+    let reply = app
+        .post(
+            "/v1/jobs/slurm/77/finish",
+            &app.schedule,
+            &json!({"avg_power_w": 3300.0, "duration_s": 600.0}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["status"], "finished");
+    assert_eq!(reply.body["run"]["nodes"], 3);
+    assert_eq!(reply.body["run"]["account"], "proj1");
+    let jobs = app.get("/v1/jobs", &app.read).await;
+    assert!(jobs.body["items"].as_array().unwrap().is_empty());
+    // The predictor learnt from it: 3 nodes is now measured history.
+    let after = app
+        .get("/v1/apps/lin/predictions?nodes=3&metric=apc", &app.read)
+        .await;
+    assert_eq!(after.body["predictions"][0]["source"], "history");
+    assert_eq!(after.body["predictions"][0]["value"], 3300.0);
+    assert_ne!(after.body["model_version"], before.body["model_version"]);
+
+    // Reported again: nothing changes, nothing is counted twice.
+    let reply = app
+        .post(
+            "/v1/jobs/slurm/77/finish",
+            &app.schedule,
+            &json!({"avg_power_w": 3300.0, "duration_s": 600.0}),
+        )
+        .await;
+    assert_eq!(reply.body["status"], "already_finished");
+    assert_eq!(app.run_count().await, 6);
+    // A finished job cannot start again.
+    app.post("/v1/jobs", &app.schedule, &start)
+        .await
+        .assert_field_error(StatusCode::CONFLICT, "job_id");
+}
+
+#[tokio::test]
+async fn cancelled_jobs_leave_no_history_and_unknown_apps_reserve_conservatively() {
+    let app = TestApp::new().await;
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "slurm", "job_id": "9", "app": "brand-new", "nodes": 4}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["reserved_basis"], "no_history");
+    assert_eq!(reply.body["reserved_w"], 4000.0);
+    assert!(reply.body["predicted_apc_w"].is_null());
+    let reply = app
+        .call(
+            Method::DELETE,
+            "/v1/jobs/slurm/9",
+            Some(&app.schedule),
+            None,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT);
+    app.call(
+        Method::DELETE,
+        "/v1/jobs/slurm/9",
+        Some(&app.schedule),
+        None,
+    )
+    .await
+    .assert_problem(StatusCode::NOT_FOUND);
+    assert_eq!(app.run_count().await, 0);
+    app.post("/v1/jobs/slurm/9/finish", &app.schedule, &json!({}))
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn jobs_far_past_their_predicted_time_are_stale_and_bad_input_is_named() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    // Predicted to take 600 s; started two hours ago.
+    let started = (Utc::now() - Duration::hours(2)).to_rfc3339();
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "slurm", "job_id": "1", "app": "lin", "nodes": 2,
+                    "started_at": started}),
+        )
+        .await;
+    assert_eq!(reply.body["stale"], true, "{:#}", reply.body);
+    assert_eq!(app.get("/v1/jobs", &app.read).await.body["stale"], 1);
+
+    for (body, field) in [
+        (json!({"source": "s", "job_id": "2", "app": "lin"}), "nodes"),
+        (
+            json!({"source": "s", "job_id": "2", "app": "lin", "nodes": 0}),
+            "nodes",
+        ),
+        (
+            json!({"source": "s", "job_id": "2", "app": "bad app", "nodes": 1}),
+            "app",
+        ),
+        (
+            json!({"source": "s", "job_id": "2", "app": "lin", "node_list": "n[2-1]"}),
+            "node_list",
+        ),
+    ] {
+        app.post("/v1/jobs", &app.schedule, &body)
+            .await
+            .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, field);
+    }
+    app.post("/v1/jobs", &app.read, &json!({}))
+        .await
+        .assert_problem(StatusCode::FORBIDDEN);
+    // A finish with impossible measurements is refused; the job keeps running.
+    let reply = app
+        .post(
+            "/v1/jobs/slurm/1/finish",
+            &app.schedule,
+            &json!({"energy_j": -5.0}),
+        )
+        .await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "energy_j");
+    assert_eq!(
+        app.get("/v1/jobs", &app.read).await.body["items"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
