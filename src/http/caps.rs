@@ -36,7 +36,7 @@ pub struct PowerCap {
 }
 
 impl PowerCap {
-    fn from_row(c: CapRow, now: DateTime<Utc>) -> Self {
+    pub(super) fn from_row(c: CapRow, now: DateTime<Utc>) -> Self {
         PowerCap {
             active: c.starts_at.is_none_or(|s| s <= now) && c.ends_at.is_none_or(|e| e > now),
             name: c.name,

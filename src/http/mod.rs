@@ -31,6 +31,7 @@ pub mod jobs;
 pub mod nodes;
 mod openapi;
 pub mod page;
+pub mod power;
 pub mod predictions;
 pub mod runs;
 pub mod tokens;
@@ -125,6 +126,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::start_job, jobs::list_jobs))
         .routes(routes!(jobs::finish_job))
         .routes(routes!(jobs::cancel_job))
+        .routes(routes!(power::headroom))
         .routes(routes!(caps::list_caps))
         .routes(routes!(caps::get_cap, caps::put_cap, caps::delete_cap))
         .routes(routes!(capacity::max_nodes))

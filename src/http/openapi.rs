@@ -22,7 +22,7 @@ use utoipa::{Modify, OpenApi};
         (name = "apps", description = "Applications (energy tags) and their metadata"),
         (name = "predictions", description = "EtS, APC and TtS predictions (A2EP2)"),
         (name = "capacity", description = "Largest node count under a power limit, optimal node counts, Pareto front"),
-        (name = "power", description = "Power caps"),
+        (name = "power", description = "Power caps and headroom"),
         (name = "jobs", description = "Jobs in flight: start, finish, cancel"),
         (name = "nodes", description = "Node registry, power samples and power classification"),
         (name = "tokens", description = "API tokens (admin)"),

@@ -287,3 +287,17 @@ pub async fn peaks(
     .fetch_all(executor)
     .await
 }
+
+/// Every registered node of a partition (all when `None`) with its idle power.
+pub async fn idle_powers(
+    executor: impl PgExecutor<'_>,
+    partition: Option<&str>,
+) -> sqlx::Result<Vec<(String, Option<f64>)>> {
+    sqlx::query_as(
+        "SELECT name, idle_power_w FROM nodes
+         WHERE $1::text IS NULL OR partition = $1 ORDER BY name",
+    )
+    .bind(partition)
+    .fetch_all(executor)
+    .await
+}

@@ -10,6 +10,7 @@ mod embedded;
 mod hygiene;
 mod jobs;
 mod nodes;
+mod power;
 mod predictions;
 mod runs;
 mod support;

@@ -1,0 +1,96 @@
+//! Headroom over HTTP, against hand-computed numbers.
+
+use axum::http::StatusCode;
+use serde_json::json;
+
+use crate::support::{TestApp, run};
+
+fn close(value: &serde_json::Value, expected: f64) -> bool {
+    value.as_f64().is_some_and(|v| (v - expected).abs() < 1e-6)
+}
+
+#[tokio::test]
+async fn headroom_is_the_cap_minus_jobs_and_idle_nodes() {
+    let app = TestApp::new().await;
+    // Six nodes: c1–c4 idle at 80 W, c5 and c6 without a recorded idle power.
+    for i in 1..=6 {
+        let idle = if i <= 4 { json!(80.0) } else { json!(null) };
+        let reply = app
+            .put(
+                &format!("/v1/nodes/c{i}"),
+                &app.admin,
+                &json!({"partition": "batch", "idle_power_w": idle}),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+    }
+    for (name, body) in [
+        ("site", json!({"limit_w": 10_000.0})),
+        ("batch", json!({"limit_w": 8_000.0, "partition": "batch"})),
+    ] {
+        let reply = app
+            .put(&format!("/v1/power-caps/{name}"), &app.admin, &body)
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+    }
+    // History: APC 1000·n W.
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    let headroom = |query: &'static str| {
+        let app = &app;
+        async move {
+            let reply = app
+                .get(&format!("/v1/power/headroom{query}"), &app.read)
+                .await;
+            assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+            reply.body
+        }
+    };
+    // Nothing runs: six idle nodes, 4 × 80 + 2 × 100 = 520 W.
+    let h = headroom("?partition=batch").await;
+    assert!(close(&h["draw_w"], 520.0), "{h:#}");
+    assert!(close(&h["headroom_w"], 7480.0));
+    assert_eq!(h["idle"]["nodes_at_default"], 2);
+
+    // Job A on c1 and c2 (2000 W predicted), job B on one unnamed node (1000 W).
+    for body in [
+        json!({"source": "s", "job_id": "A", "app": "lin", "node_list": "c[1-2]",
+               "partition": "batch"}),
+        json!({"source": "s", "job_id": "B", "app": "lin", "nodes": 1, "partition": "batch"}),
+    ] {
+        let reply = app.post("/v1/jobs", &app.schedule, &body).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+    // Free: c3–c6 (mean idle 90 W), one of them held by B: 3 × 90 = 270 W.
+    // Draw 2000 + 1000 + 270 = 3270 W.
+    let h = headroom("?partition=batch").await;
+    assert!(close(&h["draw_w"], 3270.0), "{h:#}");
+    assert!(close(&h["headroom_w"], 8000.0 - 3270.0));
+    assert_eq!(h["cap"]["name"], "batch");
+    assert_eq!(h["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(h["idle"]["nodes"], 3);
+    // The whole system: the same draw under the site cap.
+    let h = headroom("").await;
+    assert!(close(&h["headroom_w"], 10_000.0 - 3270.0), "{h:#}");
+
+    // A ends: its 2000 W leave; c1 and c2 idle again. Free: six nodes (mean
+    // (4 × 80 + 2 × 100) / 6), five idle: 5 × 520 / 6.
+    let reply = app
+        .post(
+            "/v1/jobs/s/A/finish",
+            &app.schedule,
+            &json!({"avg_power_w": 2100.0, "duration_s": 600.0}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let h = headroom("?partition=batch").await;
+    assert!(close(&h["draw_w"], 1000.0 + 5.0 * 520.0 / 6.0), "{h:#}");
+
+    // No cap for a partition without one.
+    let h = headroom("?partition=gpu").await;
+    assert!(h["cap"].is_null() && h["headroom_w"].is_null());
+    app.get("/v1/power/headroom?partition=a%20b", &app.read)
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "partition");
+}
