@@ -22,6 +22,7 @@ use utoipa_swagger_ui::SwaggerUi;
 
 pub mod apps;
 pub mod auth;
+pub mod budgets;
 pub mod capacity;
 pub mod caps;
 pub mod error;
@@ -127,6 +128,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::finish_job))
         .routes(routes!(jobs::cancel_job))
         .routes(routes!(power::headroom))
+        .routes(routes!(budgets::get_budget, budgets::put_budget))
         .routes(routes!(caps::list_caps))
         .routes(routes!(caps::get_cap, caps::put_cap, caps::delete_cap))
         .routes(routes!(capacity::max_nodes))

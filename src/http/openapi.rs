@@ -23,6 +23,7 @@ use utoipa::{Modify, OpenApi};
         (name = "predictions", description = "EtS, APC and TtS predictions (A2EP2)"),
         (name = "capacity", description = "Largest node count under a power limit, optimal node counts, Pareto front"),
         (name = "power", description = "Power caps and headroom"),
+        (name = "budgets", description = "Energy budgets per account"),
         (name = "jobs", description = "Jobs in flight: start, finish, cancel"),
         (name = "nodes", description = "Node registry, power samples and power classification"),
         (name = "tokens", description = "API tokens (admin)"),

@@ -2,6 +2,7 @@
 //! returning row types; one module per table.
 
 pub mod apps;
+pub mod budgets;
 pub mod caps;
 pub mod jobs;
 pub mod nodes;

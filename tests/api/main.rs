@@ -4,6 +4,7 @@
 mod apps;
 mod auth;
 mod batch;
+mod budgets;
 mod capacity;
 mod caps;
 mod embedded;

@@ -1,0 +1,277 @@
+//! `/v1/budgets/{account}`: energy budgets per account (design.md §5).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::auth::{self, Authorized};
+use super::error::{ApiError, ApiResult, Problem};
+use super::extract::{Json, Path};
+use crate::store::{self, budgets::BudgetRow};
+use crate::validate::{self, Errors};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Period {
+    /// The calendar month (UTC) containing now.
+    Month,
+    /// The ISO week (Monday 00:00 UTC) containing now.
+    Week,
+    /// `starts_at` to `ends_at`.
+    Custom,
+}
+
+impl Period {
+    fn as_str(self) -> &'static str {
+        match self {
+            Period::Month => "month",
+            Period::Week => "week",
+            Period::Custom => "custom",
+        }
+    }
+}
+
+/// A budget as set.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetInput {
+    #[schema(exclusive_minimum = 0.0)]
+    pub limit_j: f64,
+    pub period: Period,
+    /// Required for `custom`, refused otherwise.
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: Option<DateTime<Utc>>,
+}
+
+/// A budget and where the account stands in its current period.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Budget {
+    pub account: String,
+    pub limit_j: f64,
+    pub period: Period,
+    /// The current period.
+    pub period_start: DateTime<Utc>,
+    pub period_end: DateTime<Utc>,
+    /// Energy of the account's runs that finished in the period, J.
+    pub consumed_j: f64,
+    pub runs: i64,
+    /// Predicted energy still to come from the account's running jobs:
+    /// each job's predicted EtS × the share of its predicted TtS not yet run.
+    pub committed_j: f64,
+    /// Running jobs without a prediction (their application has no
+    /// history): they commit an unknown amount.
+    pub unpredicted_jobs: usize,
+    /// limit − consumed − committed, J (negative: overdrawn).
+    pub remaining_j: f64,
+    /// When the remaining energy runs out at the period's average burn rate
+    /// so far; `null` when nothing was consumed yet or nothing remains.
+    pub runs_out_at: Option<DateTime<Utc>>,
+    /// Whether that is before the period ends.
+    pub runs_out_within_period: bool,
+}
+
+/// The bounds of the period of `budget` containing `now`.
+fn period_bounds(budget: &BudgetRow, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let midnight =
+        |d: NaiveDate| Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default());
+    match (budget.period.as_str(), budget.starts_at, budget.ends_at) {
+        ("custom", Some(start), Some(end)) => (start, end),
+        ("week", ..) => {
+            let monday =
+                now.date_naive() - Duration::days(i64::from(now.weekday().num_days_from_monday()));
+            let start = midnight(monday);
+            (start, start + Duration::days(7))
+        }
+        _ => {
+            let first = NaiveDate::from_ymd_opt(now.year(), now.month(), 1).unwrap_or_default();
+            let next = first
+                .checked_add_months(chrono::Months::new(1))
+                .unwrap_or(first);
+            (midnight(first), midnight(next))
+        }
+    }
+}
+
+fn check_account(account: &str) -> Result<(), ApiError> {
+    validate::identifier(account, validate::ACCOUNT_MAX)
+        .map_err(|reason| ApiError::bad_request("account", reason))
+}
+
+/// Set an account's energy budget.
+#[utoipa::path(put, path = "/v1/budgets/{account}", tag = "budgets",
+    params(("account" = String, Path, description = "Accounting project")),
+    request_body = BudgetInput,
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 201, description = "Created", body = Budget),
+        (status = 200, description = "Replaced", body = Budget),
+        (status = 400, description = "Malformed JSON or account", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid budget", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn put_budget(
+    _: Authorized<auth::Admin>,
+    State(state): State<AppState>,
+    Path(account): Path<String>,
+    Json(input): Json<BudgetInput>,
+) -> ApiResult<(StatusCode, axum::Json<Budget>)> {
+    check_account(&account)?;
+    let mut errors = Errors::default();
+    errors.check("limit_j", validate::positive(input.limit_j));
+    for (field, time) in [("starts_at", input.starts_at), ("ends_at", input.ends_at)] {
+        if let Some(Err(reason)) = time.map(validate::time_in_range) {
+            errors.add(field, reason);
+        }
+    }
+    let window = match (input.period, input.starts_at, input.ends_at) {
+        (Period::Custom, Some(start), Some(end)) if end > start => Some((start, end)),
+        (Period::Custom, Some(_), Some(_)) => {
+            errors.add("ends_at", "must be after starts_at");
+            None
+        }
+        (Period::Custom, ..) => {
+            errors.add("period", "custom needs starts_at and ends_at");
+            None
+        }
+        (_, None, None) => None,
+        _ => {
+            errors.add(
+                "period",
+                "starts_at and ends_at go with a custom period only",
+            );
+            None
+        }
+    };
+    let window = errors.into_result(window).map_err(ApiError::Invalid)?;
+    let (row, created) = store::budgets::upsert(
+        &state.pool,
+        &account,
+        input.limit_j,
+        input.period.as_str(),
+        window,
+    )
+    .await?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, axum::Json(standing(&state, row, Utc::now()).await?)))
+}
+
+/// An account's budget: consumed, committed, remaining, and when it runs out.
+#[utoipa::path(get, path = "/v1/budgets/{account}", tag = "budgets",
+    params(("account" = String, Path, description = "Accounting project")),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The budget and where the account stands", body = Budget),
+        (status = 400, description = "Bad account", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No budget for the account", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_budget(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(account): Path<String>,
+) -> ApiResult<axum::Json<Budget>> {
+    check_account(&account)?;
+    let row = store::budgets::get(&state.pool, &account)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no budget for account `{account}`")))?;
+    Ok(axum::Json(standing(&state, row, Utc::now()).await?))
+}
+
+/// Where the budget's account stands at `now`.
+pub(super) async fn standing(
+    state: &AppState,
+    row: BudgetRow,
+    now: DateTime<Utc>,
+) -> ApiResult<Budget> {
+    let (start, end) = period_bounds(&row, now);
+    let (consumed_j, runs) =
+        store::budgets::consumed(&state.pool, &row.account, start, end).await?;
+    let jobs = store::jobs::list(&state.pool, None, Some(&row.account)).await?;
+    let mut committed_j = 0.0;
+    let mut unpredicted_jobs = 0;
+    for job in &jobs {
+        match (job.predicted_ets_j, job.predicted_tts_s) {
+            (Some(ets), Some(tts)) => {
+                let elapsed = (now - job.started_at).num_milliseconds() as f64 / 1000.0;
+                committed_j += ets * (1.0 - elapsed / tts).clamp(0.0, 1.0);
+            }
+            _ => unpredicted_jobs += 1,
+        }
+    }
+    let remaining_j = row.limit_j - consumed_j - committed_j;
+    let elapsed_s = (now.min(end) - start).num_milliseconds() as f64 / 1000.0;
+    let runs_out_at = (consumed_j > 0.0 && remaining_j > 0.0 && elapsed_s > 0.0)
+        .then(|| remaining_j / (consumed_j / elapsed_s))
+        .and_then(|seconds| Duration::try_milliseconds((seconds * 1000.0) as i64))
+        .map(|d| now + d);
+    Ok(Budget {
+        account: row.account,
+        limit_j: row.limit_j,
+        period: match row.period.as_str() {
+            "week" => Period::Week,
+            "custom" => Period::Custom,
+            _ => Period::Month,
+        },
+        period_start: start,
+        period_end: end,
+        consumed_j,
+        runs,
+        committed_j,
+        unpredicted_jobs,
+        remaining_j,
+        runs_out_within_period: runs_out_at.is_some_and(|t| t < end),
+        runs_out_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(period: &str) -> BudgetRow {
+        BudgetRow {
+            account: "a".into(),
+            limit_j: 1.0,
+            period: period.into(),
+            starts_at: None,
+            ends_at: None,
+            created_at: Utc::now(),
+            updated_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn periods_are_calendar_months_and_iso_weeks() {
+        let at = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        // Saturday 21 November 2026.
+        let now = at("2026-11-21T22:30:00Z");
+        assert_eq!(
+            period_bounds(&budget("month"), now),
+            (at("2026-11-01T00:00:00Z"), at("2026-12-01T00:00:00Z"))
+        );
+        assert_eq!(
+            period_bounds(&budget("week"), now),
+            (at("2026-11-16T00:00:00Z"), at("2026-11-23T00:00:00Z"))
+        );
+        // December rolls over into the next year; a Monday starts its own week.
+        let december = at("2026-12-31T23:59:59Z");
+        assert_eq!(
+            period_bounds(&budget("month"), december).1,
+            at("2027-01-01T00:00:00Z")
+        );
+        let monday = at("2026-11-23T00:00:00Z");
+        assert_eq!(period_bounds(&budget("week"), monday).0, monday);
+    }
+}

@@ -1,0 +1,116 @@
+//! Energy budgets over HTTP: periods, consumption, commitments, burn rate.
+
+use axum::http::StatusCode;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::json;
+
+use crate::support::{TestApp, run};
+
+/// A run of `proj` (application `work`) on 2 nodes with `energy_j`, ending
+/// `days_ago`.
+async fn spent(app: &TestApp, job: &str, energy_j: f64, days_ago: i64) {
+    let end = Utc::now() - Duration::days(days_ago);
+    let mut r = run("work", job, 2);
+    r["account"] = json!("proj");
+    r["energy_j"] = json!(energy_j);
+    r.as_object_mut().unwrap().remove("avg_power_w");
+    r["duration_s"] = json!(600.0);
+    r["started_at"] = json!((end - Duration::seconds(600)).to_rfc3339());
+    r["ended_at"] = json!(end.to_rfc3339());
+    app.ingest(&r).await;
+}
+
+#[tokio::test]
+async fn a_budget_counts_the_period_s_runs_and_the_running_jobs() {
+    let app = TestApp::new().await;
+    // History for predictions: 2 nodes take 600 s and 1.2 MJ.
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    spent(&app, "in", 10.0e6, 5).await;
+    spent(&app, "before", 99.0e6, 15).await;
+    let now = Utc::now();
+    let body = json!({"limit_j": 25.0e6, "period": "custom",
+                      "starts_at": (now - Duration::days(10)).to_rfc3339(),
+                      "ends_at": (now + Duration::days(20)).to_rfc3339()});
+    let reply = app.put("/v1/budgets/proj", &app.admin, &body).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    // Only the run inside the period counts.
+    assert_eq!(reply.body["consumed_j"], 10.0e6);
+    assert_eq!(reply.body["runs"], 1);
+
+    // A job of the account starts: its predicted 1.2 MJ are committed.
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "s", "job_id": "j", "app": "lin", "nodes": 2, "account": "proj"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let b = app.get("/v1/budgets/proj", &app.read).await.body;
+    let committed = b["committed_j"].as_f64().unwrap();
+    assert!((committed - 1.2e6).abs() < 1e4, "{b:#}");
+    let remaining = b["remaining_j"].as_f64().unwrap();
+    assert!((remaining - (25.0e6 - 10.0e6 - committed)).abs() < 1e-3);
+    // 10 MJ in 10 days: 1 MJ a day, so about 13.8 days left, within the period.
+    let runs_out: DateTime<Utc> = b["runs_out_at"].as_str().unwrap().parse().unwrap();
+    let expected = Utc::now() + Duration::seconds((remaining / 1.0e6 * 86_400.0) as i64);
+    assert!((runs_out - expected).num_seconds().abs() < 120, "{b:#}");
+    assert_eq!(b["runs_out_within_period"], true);
+
+    // A calendar month: the period starts on the 1st at midnight.
+    let reply = app
+        .put(
+            "/v1/budgets/proj",
+            &app.admin,
+            &json!({"limit_j": 1.0e9, "period": "month"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let start: DateTime<Utc> = reply.body["period_start"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(start.format("%d %H:%M").to_string(), "01 00:00");
+}
+
+#[tokio::test]
+async fn bad_budgets_are_refused_naming_the_field() {
+    let app = TestApp::new().await;
+    let now = Utc::now().to_rfc3339();
+    for (body, field) in [
+        (json!({"limit_j": 0, "period": "month"}), "limit_j"),
+        (json!({"limit_j": 1, "period": "custom"}), "period"),
+        (
+            json!({"limit_j": 1, "period": "week", "starts_at": now, "ends_at": now}),
+            "period",
+        ),
+        (
+            json!({"limit_j": 1, "period": "custom", "starts_at": now, "ends_at": now}),
+            "ends_at",
+        ),
+    ] {
+        app.put("/v1/budgets/proj", &app.admin, &body)
+            .await
+            .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, field);
+    }
+    app.put(
+        "/v1/budgets/proj",
+        &app.admin,
+        &json!({"limit_j": 1, "period": "year"}),
+    )
+    .await
+    .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "period");
+    app.get("/v1/budgets/proj", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    app.put(
+        "/v1/budgets/proj",
+        &app.schedule,
+        &json!({"limit_j": 1, "period": "month"}),
+    )
+    .await
+    .assert_problem(StatusCode::FORBIDDEN);
+}
