@@ -195,7 +195,8 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "JOULECAST_REFERENCE_WORKLOAD",
-        default_value = Settings::DEFAULT_REFERENCE_WORKLOAD
+        default_value = Settings::DEFAULT_REFERENCE_WORKLOAD,
+        value_parser = workload_name
     )]
     pub reference_workload: String,
 
@@ -245,6 +246,12 @@ impl fmt::Debug for DatabaseUrl {
     }
 }
 
+/// A workload name, checked once at start-up: requests that rely on the
+/// default never check it again.
+fn workload_name(value: &str) -> Result<String, String> {
+    crate::validate::identifier(value, crate::validate::TAG_MAX).map(|()| value.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,6 +278,16 @@ mod tests {
         let cli = Cli::try_parse_from(["joulecast", "--listen", "127.0.0.1:9000"]).unwrap();
         assert!(cli.command.is_none());
         assert_eq!(cli.serve.listen.port(), 9000);
+    }
+
+    #[test]
+    fn a_bad_reference_workload_is_refused_at_start_up() {
+        let parse = |w: &str| Cli::try_parse_from(["joulecast", "--reference-workload", w]);
+        assert!(parse("a b").is_err());
+        assert_eq!(
+            parse("hpl-stress").unwrap().serve.reference_workload,
+            "hpl-stress"
+        );
     }
 
     #[test]

@@ -182,16 +182,18 @@ pub async fn max_nodes(
         .map_err(|e| problems.push(e))
         .ok()
         .flatten();
-    let workload = params
-        .workload
-        .unwrap_or_else(|| state.settings.reference_workload.clone());
-    for (field, value) in [
-        ("workload", Some(&workload)),
-        ("partition", params.partition.as_ref()),
-    ] {
-        if let Some(Err(reason)) = value.map(|v| validate::identifier(v, validate::TAG_MAX)) {
-            problems.push(FieldError::new(field, reason));
-        }
+    let workload = super::nodes::workload_or_default(
+        &state,
+        params.workload,
+        "workload".into(),
+        &mut problems,
+    );
+    if let Some(Err(reason)) = params
+        .partition
+        .as_deref()
+        .map(|p| validate::identifier(p, validate::TAG_MAX))
+    {
+        problems.push(FieldError::new("partition", reason));
     }
     if !problems.is_empty() {
         return Err(ApiError::BadRequest(problems));

@@ -529,12 +529,7 @@ pub async fn get_classification(
     Query(params): Query<ClassificationParams>,
 ) -> ApiResult<axum::Json<Classification>> {
     let mut problems = Vec::new();
-    let workload = params
-        .workload
-        .unwrap_or_else(|| state.settings.reference_workload.clone());
-    if let Err(reason) = validate::identifier(&workload, validate::TAG_MAX) {
-        problems.push(FieldError::new("workload", reason));
-    }
+    let workload = workload_or_default(&state, params.workload, "workload".into(), &mut problems);
     if let Some(Err(reason)) = params
         .partition
         .as_deref()
@@ -632,6 +627,25 @@ pub async fn get_classification(
             })
             .collect(),
     }))
+}
+
+/// The workload a request names (checked, a problem under `field` when bad),
+/// else the service's reference workload, which was checked at start-up.
+pub(super) fn workload_or_default(
+    state: &AppState,
+    requested: Option<String>,
+    field: String,
+    problems: &mut Vec<FieldError>,
+) -> String {
+    match requested {
+        Some(workload) => {
+            if let Err(reason) = validate::identifier(&workload, validate::TAG_MAX) {
+                problems.push(FieldError::new(field, reason));
+            }
+            workload
+        }
+        None => state.settings.reference_workload.clone(),
+    }
 }
 
 /// The node powers of `workload` (in `partition`, when given), for APC

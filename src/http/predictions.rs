@@ -639,10 +639,12 @@ impl NodeScope {
         problems: &mut Vec<FieldError>,
     ) -> Option<NodeScope> {
         let before = problems.len();
-        let workload = workload.unwrap_or_else(|| state.settings.reference_workload.clone());
-        if let Err(reason) = validate::identifier(&workload, validate::TAG_MAX) {
-            problems.push(FieldError::new(format!("{prefix}workload"), reason));
-        }
+        let workload = super::nodes::workload_or_default(
+            state,
+            workload,
+            format!("{prefix}workload"),
+            problems,
+        );
         if let Some(Err(reason)) = partition
             .as_deref()
             .map(|p| validate::identifier(p, validate::TAG_MAX))

@@ -464,11 +464,16 @@ pub async fn get_run(
     Path(id): Path<i64>,
     Query(params): Query<RunParams>,
 ) -> ApiResult<axum::Json<Run>> {
-    let workload = params
-        .workload
-        .unwrap_or_else(|| state.settings.reference_workload.clone());
-    crate::validate::identifier(&workload, crate::validate::TAG_MAX)
-        .map_err(|reason| ApiError::bad_request("workload", reason))?;
+    let mut problems = Vec::new();
+    let workload = super::nodes::workload_or_default(
+        &state,
+        params.workload,
+        "workload".into(),
+        &mut problems,
+    );
+    if !problems.is_empty() {
+        return Err(ApiError::BadRequest(problems));
+    }
     let row = store::runs::get(&state.pool, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no run with id {id}")))?;
