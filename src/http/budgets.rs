@@ -204,14 +204,14 @@ pub(super) async fn standing(
     for job in &jobs {
         match (job.predicted_ets_j, job.predicted_tts_s) {
             (Some(ets), Some(tts)) => {
-                let elapsed = (now - job.started_at).num_milliseconds() as f64 / 1000.0;
+                let elapsed = (now - job.started_at).as_seconds_f64();
                 committed_j += ets * (1.0 - elapsed / tts).clamp(0.0, 1.0);
             }
             _ => unpredicted_jobs += 1,
         }
     }
     let remaining_j = row.limit_j - consumed_j - committed_j;
-    let elapsed_s = (now.min(end) - start).num_milliseconds() as f64 / 1000.0;
+    let elapsed_s = (now.min(end) - start).as_seconds_f64();
     let runs_out_at = (consumed_j > 0.0 && remaining_j > 0.0 && elapsed_s > 0.0)
         .then(|| remaining_j / (consumed_j / elapsed_s))
         .and_then(|seconds| Duration::try_milliseconds((seconds * 1000.0) as i64))

@@ -191,6 +191,22 @@ pub async fn delete_cap(
     }
 }
 
+/// Check a power scope (a partition, or the whole system) and a time.
+pub(super) fn check_scope(partition: Option<&str>, at: Option<DateTime<Utc>>) -> ApiResult<()> {
+    let mut problems = Vec::new();
+    if let Some(Err(reason)) = partition.map(|p| validate::identifier(p, validate::TAG_MAX)) {
+        problems.push(FieldError::new("partition", reason));
+    }
+    if let Some(Err(reason)) = at.map(validate::time_in_range) {
+        problems.push(FieldError::new("at", reason));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::BadRequest(problems))
+    }
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
@@ -229,20 +245,7 @@ pub async fn list_caps(
     State(state): State<AppState>,
     Query(params): Query<CapListParams>,
 ) -> ApiResult<axum::Json<PowerCaps>> {
-    let mut problems = Vec::new();
-    if let Some(Err(reason)) = params
-        .partition
-        .as_deref()
-        .map(|p| validate::identifier(p, validate::TAG_MAX))
-    {
-        problems.push(FieldError::new("partition", reason));
-    }
-    if let Some(Err(reason)) = params.at.map(validate::time_in_range) {
-        problems.push(FieldError::new("at", reason));
-    }
-    if !problems.is_empty() {
-        return Err(ApiError::BadRequest(problems));
-    }
+    check_scope(params.partition.as_deref(), params.at)?;
     let now = Utc::now();
     let at = params.at.unwrap_or(now);
     let partition = params.partition.as_deref();

@@ -75,7 +75,7 @@ pub struct Job {
 
 impl Job {
     fn from_row(j: JobRow, now: DateTime<Utc>) -> Self {
-        let elapsed = (now - j.started_at).num_milliseconds() as f64 / 1000.0;
+        let elapsed = (now - j.started_at).as_seconds_f64();
         Job {
             stale: j
                 .predicted_tts_s
@@ -118,7 +118,7 @@ pub(super) async fn estimate(
         let per_node = peaks
             .iter()
             .map(|(_, p)| *p)
-            .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.max(p))))
+            .reduce(f64::max)
             .unwrap_or(DEFAULT_NODE_POWER_W);
         return Ok(Estimate {
             apc_w: None,
@@ -389,9 +389,9 @@ pub async fn finish_job(
         .filter(|v| v.is_some())
         .count();
     // One measurement: the duration is the time the job ran.
-    let duration_s = input.duration_s.or_else(|| {
-        (measured < 2).then(|| (ended_at - job.started_at).num_milliseconds() as f64 / 1000.0)
-    });
+    let duration_s = input
+        .duration_s
+        .or_else(|| (measured < 2).then(|| (ended_at - job.started_at).as_seconds_f64()));
     let draft = RunDraft {
         app: job.app.clone(),
         source: job.source.clone(),

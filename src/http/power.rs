@@ -11,10 +11,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::auth::{self, Authorized};
 use super::caps::PowerCap;
-use super::error::{ApiError, ApiResult, Problem};
+use super::error::{ApiResult, Problem};
 use super::extract::Query;
 use crate::store;
-use crate::validate::{self, FieldError};
 
 /// Idle draw of a registered node whose idle power is not recorded, W.
 pub const DEFAULT_IDLE_POWER_W: f64 = 100.0;
@@ -87,20 +86,7 @@ pub async fn headroom(
     State(state): State<AppState>,
     Query(params): Query<HeadroomParams>,
 ) -> ApiResult<axum::Json<Headroom>> {
-    let mut problems = Vec::new();
-    if let Some(Err(reason)) = params
-        .partition
-        .as_deref()
-        .map(|p| validate::identifier(p, validate::TAG_MAX))
-    {
-        problems.push(FieldError::new("partition", reason));
-    }
-    if let Some(Err(reason)) = params.at.map(validate::time_in_range) {
-        problems.push(FieldError::new("at", reason));
-    }
-    if !problems.is_empty() {
-        return Err(ApiError::BadRequest(problems));
-    }
+    super::caps::check_scope(params.partition.as_deref(), params.at)?;
     let now = Utc::now();
     let at = params.at.unwrap_or(now);
     let partition = params.partition.as_deref();

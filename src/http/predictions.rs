@@ -715,8 +715,7 @@ pub(super) async fn node_answers(
 ) -> ApiResult<(Option<ApcBounds>, Option<NodeSet>)> {
     if let Some(list) = &scope.list {
         let known = crate::store::nodes::known(&state.pool, list).await?;
-        let known: std::collections::HashSet<&str> =
-            known.iter().map(|(name, _)| name.as_str()).collect();
+        let known: std::collections::HashSet<&str> = known.iter().map(String::as_str).collect();
         let unknown: Vec<&str> = list
             .iter()
             .map(String::as_str)
@@ -752,11 +751,7 @@ pub(super) async fn node_answers(
         .map_err(|e| predict_error(&app.tag, e))?;
     let best = best_model.model.predict(nodes, aggregate.into());
     let scale = &powers.scale;
-    let max_peak = powers
-        .peak_w
-        .values()
-        .copied()
-        .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.max(p))));
+    let max_peak = powers.peak_w.values().copied().reduce(f64::max);
     let bounds = ApcBounds {
         workload: scope.workload.clone(),
         partition: scope.partition.clone(),

@@ -223,11 +223,9 @@ pub async fn insert_samples(
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct NodePowerRow {
     pub name: String,
-    pub partition: Option<String>,
     pub power_w: f64,
     pub samples: i64,
     pub last_measured_at: DateTime<Utc>,
-    pub peak_power_w: Option<f64>,
 }
 
 /// Each node's power under `workload` (of `partition` only, when given): the
@@ -245,15 +243,15 @@ pub async fn powers(
              SELECT node_id, max(measured_at) AS last
              FROM node_samples WHERE workload = $1 GROUP BY node_id
          )
-         SELECT n.name, n.partition, avg(s.avg_power_w) AS power_w, count(*) AS samples,
-                l.last AS last_measured_at, n.peak_power_w
+         SELECT n.name, avg(s.avg_power_w) AS power_w, count(*) AS samples,
+                l.last AS last_measured_at
          FROM node_samples s
          JOIN latest l ON l.node_id = s.node_id
          JOIN nodes n ON n.id = s.node_id
          WHERE s.workload = $1
            AND s.measured_at > l.last - make_interval(secs => $3)
            AND ($2::text IS NULL OR n.partition = $2)
-         GROUP BY n.name, n.partition, l.last, n.peak_power_w
+         GROUP BY n.name, l.last
          ORDER BY n.name",
     )
     .bind(workload)
@@ -263,12 +261,9 @@ pub async fn powers(
     .await
 }
 
-/// The named nodes that are in the registry, with their peak power.
-pub async fn known(
-    executor: impl PgExecutor<'_>,
-    names: &[String],
-) -> sqlx::Result<Vec<(String, Option<f64>)>> {
-    sqlx::query_as("SELECT name, peak_power_w FROM nodes WHERE name = ANY($1)")
+/// Those of `names` that are in the registry.
+pub async fn known(executor: impl PgExecutor<'_>, names: &[String]) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar("SELECT name FROM nodes WHERE name = ANY($1)")
         .bind(names)
         .fetch_all(executor)
         .await
