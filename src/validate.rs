@@ -51,6 +51,18 @@ impl Errors {
         }
     }
 
+    /// Free text of at most `max` characters: each broken rule is recorded.
+    pub fn check_text(&mut self, field: &str, value: &str, max: usize) {
+        let length = value.chars().count();
+        if length > max {
+            self.add(
+                field,
+                format!("must be at most {max} characters (got {length})"),
+            );
+        }
+        self.check(field, text(value));
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -120,6 +132,9 @@ pub fn node_name(value: &str) -> Result<(), String> {
         ))
     }
 }
+
+/// Most characters of a description (applications, power caps).
+pub const DESCRIPTION_MAX: usize = 4096;
 
 /// Free text: no NUL characters (PostgreSQL cannot store them).
 pub fn text(value: &str) -> Result<(), String> {

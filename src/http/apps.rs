@@ -107,8 +107,6 @@ pub struct AppMetadataInput {
     pub allowed_rmse_pct: Option<f64>,
 }
 
-const DESCRIPTION_MAX: usize = 4096;
-
 fn check_tag(tag: &str) -> Result<(), ApiError> {
     validate::identifier(tag, validate::TAG_MAX)
         .map_err(|reason| ApiError::bad_request("app", reason))
@@ -139,14 +137,7 @@ pub async fn put_app(
 ) -> ApiResult<(StatusCode, axum::Json<App>)> {
     check_tag(&tag)?;
     let mut errors = Errors::default();
-    let length = input.description.chars().count();
-    if length > DESCRIPTION_MAX {
-        errors.add(
-            "description",
-            format!("must be at most {DESCRIPTION_MAX} characters (got {length})"),
-        );
-    }
-    errors.check("description", validate::text(&input.description));
+    errors.check_text("description", &input.description, validate::DESCRIPTION_MAX);
     if let Some(pct) = input.allowed_rmse_pct {
         errors.check("allowed_rmse_pct", validate::allowed_rmse_pct(pct));
     }

@@ -14,8 +14,6 @@ use super::extract::{Json, Path, Query};
 use crate::store::{self, caps::CapRow, caps::NewCap};
 use crate::validate::{self, Errors, FieldError};
 
-const DESCRIPTION_MAX: usize = 4096;
-
 /// A power cap.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PowerCap {
@@ -115,14 +113,7 @@ pub async fn put_cap(
     {
         errors.add("ends_at", "must be after starts_at");
     }
-    let length = input.description.chars().count();
-    if length > DESCRIPTION_MAX {
-        errors.add(
-            "description",
-            format!("must be at most {DESCRIPTION_MAX} characters (got {length})"),
-        );
-    }
-    errors.check("description", validate::text(&input.description));
+    errors.check_text("description", &input.description, validate::DESCRIPTION_MAX);
     let cap = errors
         .into_result(NewCap {
             limit_w: input.limit_w,

@@ -114,14 +114,7 @@ pub async fn put_node(
             validate::identifier(partition, validate::TAG_MAX),
         );
     }
-    let length = input.hardware_model.chars().count();
-    if length > HARDWARE_MODEL_MAX {
-        errors.add(
-            "hardware_model",
-            format!("must be at most {HARDWARE_MODEL_MAX} characters (got {length})"),
-        );
-    }
-    errors.check("hardware_model", validate::text(&input.hardware_model));
+    errors.check_text("hardware_model", &input.hardware_model, HARDWARE_MODEL_MAX);
     for (field, value) in [
         ("idle_power_w", input.idle_power_w),
         ("peak_power_w", input.peak_power_w),
