@@ -1,5 +1,6 @@
-//! In-memory copies of API tokens and application rows, so that a prediction
-//! request needs no database round trip.
+//! In-memory copies of API tokens, application rows, node powers and the
+//! running jobs' load, so that a prediction or admission request needs few
+//! database round trips, or none.
 //!
 //! Every write that changes them (runs committed, application metadata, token
 //! revocation) sends a PostgreSQL notification on the `joulecast` channel in
@@ -20,6 +21,7 @@ use sqlx::postgres::PgListener;
 
 use crate::predict::NodePowers;
 use crate::store::apps::AppRow;
+use crate::store::power::Load;
 use crate::tokens::Scope;
 
 /// The notification channel.
@@ -30,6 +32,8 @@ pub const APP_PREFIX: &str = "app:";
 pub const TOKENS: &str = "tokens";
 /// Payload of a change to the node registry or its power samples.
 pub const NODES: &str = "nodes";
+/// Payload of a change to the running jobs.
+pub const LOAD: &str = "load";
 /// Entries kept at most; beyond, the cache starts afresh.
 const MAX_ENTRIES: usize = 100_000;
 
@@ -56,6 +60,8 @@ pub struct Caches {
     /// Node powers per (workload, partition), for APC bounds; `None` where
     /// no node has samples, so that predictions do not ask again.
     node_powers: Entries<PowersKey, Option<Arc<NodePowers>>>,
+    /// Running jobs and node idle powers, for admission.
+    load: Mutex<Option<(Arc<Load>, Instant)>>,
 }
 
 /// A workload and a partition (`None`: all nodes).
@@ -70,7 +76,32 @@ impl Caches {
             tokens: Mutex::new(HashMap::new()),
             apps: Mutex::new(HashMap::new()),
             node_powers: Mutex::new(HashMap::new()),
+            load: Mutex::new(None),
         }
+    }
+
+    pub fn load(&self) -> Option<Arc<Load>> {
+        let load = self.load.lock().unwrap_or_else(|e| e.into_inner());
+        let (entry, at) = load.as_ref()?;
+        (at.elapsed() < self.ttl).then(|| entry.clone())
+    }
+
+    /// Cache the load read after `generation()` returned `read_at`, unless
+    /// something was invalidated meanwhile.
+    pub fn put_load(&self, entry: Arc<Load>, read_at: u64) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut load = self.load.lock().unwrap_or_else(|e| e.into_inner());
+        if self.generation() == read_at {
+            *load = Some((entry, Instant::now()));
+        }
+    }
+
+    pub fn forget_load(&self) {
+        let mut load = self.load.lock().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        *load = None;
     }
 
     /// `Some(None)`: known to have no classified node.
@@ -96,10 +127,13 @@ impl Caches {
         powers.insert(key, (entry, Instant::now()));
     }
 
+    /// Node changes drop the node powers and the load (idle powers).
     pub fn forget_nodes(&self) {
         let mut powers = self.node_powers.lock().unwrap_or_else(|e| e.into_inner());
         self.generation.fetch_add(1, Ordering::SeqCst);
         powers.clear();
+        drop(powers);
+        self.forget_load();
     }
 
     pub fn token(&self, hash: &TokenHash) -> Option<Arc<CachedToken>> {
@@ -175,6 +209,8 @@ impl Caches {
             self.forget_tokens();
         } else if payload == NODES {
             self.forget_nodes();
+        } else if payload == LOAD {
+            self.forget_load();
         } else {
             self.clear();
         }

@@ -4,13 +4,14 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
 use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::{self, Authorized};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path};
-use crate::store::{self, budgets::BudgetRow};
+use crate::store::{self, budgets::BudgetRow, power::Load};
 use crate::validate::{self, Errors};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -62,7 +63,9 @@ pub struct Budget {
     /// each job's predicted EtS × the share of its predicted TtS not yet run.
     pub committed_j: f64,
     /// Running jobs without a prediction (their application has no
-    /// history): they commit an unknown amount.
+    /// history) nor a time limit: they commit an unknown amount. A job
+    /// without history but with a time limit commits its reserved power
+    /// until that limit.
     pub unpredicted_jobs: usize,
     /// limit − consumed − committed, J (negative: overdrawn).
     pub remaining_j: f64,
@@ -150,8 +153,9 @@ pub async fn put_budget(
         }
     };
     let window = errors.into_result(window).map_err(ApiError::Invalid)?;
+    let mut conn = state.pool.acquire().await?;
     let (row, created) = store::budgets::upsert(
-        &state.pool,
+        &mut *conn,
         &account,
         input.limit_j,
         input.period.as_str(),
@@ -163,7 +167,11 @@ pub async fn put_budget(
     } else {
         StatusCode::OK
     };
-    Ok((status, axum::Json(standing(&state, row, Utc::now()).await?)))
+    let load = super::power::current_load(&state).await?;
+    Ok((
+        status,
+        axum::Json(standing(&mut conn, &load, row, Utc::now()).await?),
+    ))
 }
 
 /// An account's budget: consumed, committed, remaining, and when it runs out.
@@ -183,30 +191,35 @@ pub async fn get_budget(
     Path(account): Path<String>,
 ) -> ApiResult<axum::Json<Budget>> {
     check_account(&account)?;
-    let row = store::budgets::get(&state.pool, &account)
+    let mut conn = state.pool.acquire().await?;
+    let row = store::budgets::get(&mut *conn, &account)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no budget for account `{account}`")))?;
-    Ok(axum::Json(standing(&state, row, Utc::now()).await?))
+    let load = super::power::current_load(&state).await?;
+    Ok(axum::Json(
+        standing(&mut conn, &load, row, Utc::now()).await?,
+    ))
 }
 
 /// Where the budget's account stands at `now`.
 pub(super) async fn standing(
-    state: &AppState,
+    conn: &mut PgConnection,
+    load: &Load,
     row: BudgetRow,
     now: DateTime<Utc>,
 ) -> ApiResult<Budget> {
     let (start, end) = period_bounds(&row, now);
-    let (consumed_j, runs) =
-        store::budgets::consumed(&state.pool, &row.account, start, end).await?;
-    let jobs = store::jobs::list(&state.pool, None, Some(&row.account)).await?;
+    let (consumed_j, runs) = store::budgets::consumed(&mut *conn, &row.account, start, end).await?;
     let mut committed_j = 0.0;
     let mut unpredicted_jobs = 0;
-    for job in &jobs {
-        match (job.predicted_ets_j, job.predicted_tts_s) {
-            (Some(ets), Some(tts)) => {
-                let elapsed = (now - job.started_at).as_seconds_f64();
+    for job in load.of_account(&row.account) {
+        let elapsed = (now - job.started_at).as_seconds_f64();
+        match (job.predicted_ets_j, job.predicted_tts_s, job.time_limit_s) {
+            (Some(ets), Some(tts), _) => {
                 committed_j += ets * (1.0 - elapsed / tts).clamp(0.0, 1.0);
             }
+            // No history: at most its reserved power until its time limit.
+            (_, _, Some(limit)) => committed_j += job.reserved_w * (limit - elapsed).max(0.0),
             _ => unpredicted_jobs += 1,
         }
     }

@@ -246,7 +246,7 @@ pub async fn list_caps(
         .filter(|c| partition.is_none() || c.partition.as_deref() == partition)
         .map(|c| PowerCap::from_row(c, now))
         .collect();
-    let in_force = store::caps::in_force(&state.pool, partition, at)
+    let in_force = store::caps::in_force_for(&state.pool, partition, at)
         .await?
         .map(|c| PowerCap::from_row(c, now));
     Ok(axum::Json(PowerCaps {

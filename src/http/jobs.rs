@@ -3,14 +3,16 @@
 //! run, so the predictor adapts), or when it is cancelled.
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
+use super::admission::{Admission, Candidate, JobShape, decide};
 use super::auth::{self, Authorized};
-use super::error::{ApiError, ApiResult, Problem};
+use super::error::{ApiError, ApiResult, PROBLEM_JSON, Problem};
 use super::extract::{Json, Path, Query};
 use super::predictions::{AggregateName, NodeScope, fitted_models, node_answers};
 use super::runs::{Run, store_runs};
@@ -46,6 +48,15 @@ pub struct JobInput {
     pub started_at: Option<DateTime<Utc>>,
     /// Reference workload for the node classification; default the service's.
     pub workload: Option<String>,
+    /// The job's time limit, s: without history, its energy is bounded by
+    /// its reserved power × this limit (for budgets).
+    #[schema(exclusive_minimum = 0.0)]
+    pub time_limit_s: Option<f64>,
+    /// Store the job even when it does not fit under a cap or its budget
+    /// (it runs already, whatever the answer). Default `false`: such a job
+    /// is refused with 409 and not stored.
+    #[serde(default)]
+    pub force: bool,
 }
 
 /// A job in flight.
@@ -69,8 +80,13 @@ pub struct Job {
     /// `expected` (the predicted APC) or `no_history` (nodes × the largest
     /// vendor peak, else 1000 W per node).
     pub reserved_basis: String,
+    pub time_limit_s: Option<f64>,
     /// Running more than twice its predicted TtS.
     pub stale: bool,
+    /// The admission decision made when the job was stored (answers to a
+    /// job start only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
 }
 
 impl Job {
@@ -93,6 +109,8 @@ impl Job {
             predicted_tts_s: j.predicted_tts_s,
             reserved_w: j.reserved_w,
             reserved_basis: j.reserved_basis,
+            time_limit_s: j.time_limit_s,
+            admission: None,
         }
     }
 }
@@ -109,16 +127,13 @@ pub(super) struct Estimate {
 
 pub(super) async fn estimate(
     state: &AppState,
-    app: &AppRow,
+    app: Option<&AppRow>,
     nodes: u32,
     scope: &NodeScope,
 ) -> ApiResult<Estimate> {
-    if app.run_count == 0 {
-        let peaks = store::nodes::peaks(&state.pool, scope.partition.as_deref()).await?;
-        let per_node = peaks
-            .iter()
-            .map(|(_, p)| *p)
-            .reduce(f64::max)
+    let Some(app) = app.filter(|a| a.run_count > 0) else {
+        let per_node = store::nodes::max_peak(&state.pool, scope.partition.as_deref())
+            .await?
             .unwrap_or(DEFAULT_NODE_POWER_W);
         return Ok(Estimate {
             apc_w: None,
@@ -127,7 +142,7 @@ pub(super) async fn estimate(
             reserved_w: per_node * f64::from(nodes),
             basis: "no_history",
         });
-    }
+    };
     let allowed = predict::allowed_rmse(app, None);
     let models = fitted_models(state, app, &Metric::ALL, allowed).await?;
     let value = |metric: Metric| {
@@ -157,6 +172,11 @@ pub(super) async fn estimate(
 /// Report a job's start: it is stored as running, with its prediction and
 /// the power it reserves.
 ///
+/// The admission decision (`POST /v1/admission`) is made again under a lock
+/// and the job stored in the same transaction, so concurrent starts cannot
+/// together pass a cap or budget only one of them fits in. A job that does
+/// not fit is refused (409, nothing stored) unless `force` is set.
+///
 /// Idempotent: reporting a running `(source, job_id)` again answers 200 with
 /// the job as stored.
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs",
@@ -168,7 +188,7 @@ pub(super) async fn estimate(
         (status = 400, description = "Malformed JSON or node list", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "This (source, job_id) is already a finished run", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "This (source, job_id) is already a finished run (`errors` names `job_id`); or the job does not fit under a cap or its budget, and was not stored (`admission` says why)", body = Refusal, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid job, or unknown nodes", body = Problem, content_type = "application/problem+json"),
@@ -178,41 +198,29 @@ pub async fn start_job(
     _: Authorized<auth::Schedule>,
     State(state): State<AppState>,
     Json(input): Json<JobInput>,
-) -> ApiResult<(StatusCode, axum::Json<Job>)> {
+) -> ApiResult<Response> {
     let mut problems = Vec::new();
-    let mut check = |field: &str, result: Result<(), String>| {
-        if let Err(reason) = result {
+    for (field, value, max) in [
+        ("source", &input.source, validate::SOURCE_MAX),
+        ("job_id", &input.job_id, validate::JOB_ID_MAX),
+    ] {
+        if let Err(reason) = validate::identifier(value, max) {
             problems.push(FieldError::new(field, reason));
         }
-    };
-    check(
-        "source",
-        validate::identifier(&input.source, validate::SOURCE_MAX),
-    );
-    check(
-        "job_id",
-        validate::identifier(&input.job_id, validate::JOB_ID_MAX),
-    );
-    check("app", validate::identifier(&input.app, validate::TAG_MAX));
-    if let Some(account) = &input.account {
-        check(
-            "account",
-            validate::identifier(account, validate::ACCOUNT_MAX),
-        );
     }
     if let Some(Err(reason)) = input.started_at.map(validate::time_in_range) {
         problems.push(FieldError::new("started_at", reason));
     }
-    let scope = NodeScope::check(
-        &state,
-        input.workload,
-        input.partition.clone(),
-        input.node_list.as_deref(),
-        "",
-        &mut problems,
-    );
-    let nodes = super::predictions::scope_nodes(input.nodes, &scope, "", &mut problems);
-    let (Some(nodes), Some(scope)) = (nodes.filter(|_| problems.is_empty()), scope) else {
+    let shape = JobShape {
+        app: &input.app,
+        nodes: input.nodes,
+        node_list: input.node_list.as_deref(),
+        partition: input.partition.clone(),
+        account: input.account.as_deref(),
+        time_limit_s: input.time_limit_s,
+        workload: input.workload,
+    };
+    let Some((nodes, scope)) = shape.check(&state, &mut problems) else {
         return Err(ApiError::Invalid(problems));
     };
     if store::runs::id_by_key(&state.pool, &input.source, &input.job_id)
@@ -228,7 +236,32 @@ pub async fn start_job(
         });
     }
     let app = store::apps::ensure(&state.pool, &input.app).await?;
-    let estimate = estimate(&state, &app, nodes, &scope).await?;
+    // Predicting may fit a model: done before the lock is taken.
+    let estimate = estimate(&state, Some(&app), nodes, &scope).await?;
+    let now = Utc::now();
+    let started_at = input.started_at.unwrap_or(now);
+
+    // The decision and the reservation, atomically: every job start takes
+    // the admission lock, so each sees the jobs stored before it.
+    let mut tx = state.pool.begin().await?;
+    store::power::lock_admission(&mut *tx).await?;
+    if let Some(row) = store::jobs::get(&mut *tx, &input.source, &input.job_id).await? {
+        return Ok((StatusCode::OK, axum::Json(Job::from_row(row, now))).into_response());
+    }
+    let candidate = Candidate {
+        app: &input.app,
+        nodes,
+        scope: &scope,
+        account: input.account.as_deref(),
+        at: now,
+        time_limit_s: input.time_limit_s,
+    };
+    let load = store::power::load(&mut tx).await?;
+    let admission = decide(&mut tx, &load, &candidate, &estimate, now).await?;
+    if !admission.admit && !input.force {
+        drop(tx);
+        return Ok(refused(&input.job_id, admission));
+    }
     let job = NewJob {
         source: input.source,
         job_id: input.job_id,
@@ -237,20 +270,71 @@ pub async fn start_job(
         node_list: scope.list,
         partition: input.partition,
         account: input.account,
-        started_at: input.started_at.unwrap_or_else(Utc::now),
+        started_at,
         predicted_apc_w: estimate.apc_w,
         predicted_ets_j: estimate.ets_j,
         predicted_tts_s: estimate.tts_s,
         reserved_w: estimate.reserved_w,
         reserved_basis: estimate.basis.to_owned(),
+        time_limit_s: input.time_limit_s,
     };
-    let (row, created) = store::jobs::insert(&state.pool, &job).await?;
+    let (row, created) = store::jobs::insert(&mut tx, &job).await?;
+    tx.commit().await?;
+    state.caches.forget_load();
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    Ok((status, axum::Json(Job::from_row(row, Utc::now()))))
+    let mut job = Job::from_row(row, Utc::now());
+    job.admission = Some(admission);
+    Ok((status, axum::Json(job)).into_response())
+}
+
+/// A job start refused by admission: 409, with the decision.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Refusal {
+    #[serde(flatten)]
+    pub problem: Problem,
+    pub admission: Admission,
+}
+
+fn refused(job_id: &str, admission: Admission) -> Response {
+    let mut why = Vec::new();
+    if !admission.power.fits {
+        why.push(format!(
+            "it would exceed power cap {} by {:.0} W",
+            admission.power.cap_name.as_deref().unwrap_or_default(),
+            -admission.power.headroom_after_w.unwrap_or_default()
+        ));
+    }
+    if !admission.energy.fits {
+        why.push(match admission.energy.remaining_after_j {
+            Some(after) => format!(
+                "it would overdraw account {}'s energy budget by {:.3e} J",
+                admission.energy.account.as_deref().unwrap_or_default(),
+                -after
+            ),
+            None => format!(
+                "its energy cannot be bounded against account {}'s budget",
+                admission.energy.account.as_deref().unwrap_or_default()
+            ),
+        });
+    }
+    let problem = ApiError::Conflict {
+        detail: format!("job {job_id} was not stored: {}", why.join("; ")),
+        errors: vec![],
+    }
+    .into_problem();
+    let mut response = (
+        StatusCode::CONFLICT,
+        axum::Json(Refusal { problem, admission }),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    response
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -430,6 +514,7 @@ pub async fn finish_job(
     // The run is committed; only now does the job stop counting. Should this
     // fail, reporting the end again finds the run and removes the job.
     store::jobs::delete(&state.pool, &source, &job_id).await?;
+    state.caches.forget_load();
     let row = store::runs::get(&state.pool, id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("run {id} vanished after it was stored"))?;
@@ -457,6 +542,7 @@ pub async fn cancel_job(
     Path((source, job_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     if store::jobs::delete(&state.pool, &source, &job_id).await? {
+        state.caches.forget_load();
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound(format!(

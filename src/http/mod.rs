@@ -20,6 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 use utoipa_swagger_ui::SwaggerUi;
 
+pub mod admission;
 pub mod apps;
 pub mod auth;
 pub mod budgets;
@@ -124,6 +125,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(predictions::post_predictions))
         .routes(routes!(predictions::get_curve))
         .routes(routes!(predictions::get_model))
+        .routes(routes!(admission::admission))
         .routes(routes!(jobs::start_job, jobs::list_jobs))
         .routes(routes!(jobs::finish_job))
         .routes(routes!(jobs::cancel_job))

@@ -1,7 +1,7 @@
 //! `GET /v1/power/headroom`: the power cap in force against the estimated
 //! draw of running jobs and idle nodes (design.md §5).
 
-use std::collections::HashSet;
+use std::sync::Arc;
 
 use axum::extract::State;
 use chrono::{DateTime, Utc};
@@ -13,7 +13,7 @@ use super::auth::{self, Authorized};
 use super::caps::PowerCap;
 use super::error::{ApiResult, Problem};
 use super::extract::Query;
-use crate::store;
+use crate::store::{self, power::Load, power::Nodes};
 
 /// Idle draw of a registered node whose idle power is not recorded, W.
 pub const DEFAULT_IDLE_POWER_W: f64 = 100.0;
@@ -94,53 +94,23 @@ pub async fn headroom(
     Ok(axum::Json(answer))
 }
 
-/// Cap, draw and headroom of a scope.
+/// Cap, draw and headroom of a scope, with the per-job breakdown; read in
+/// one snapshot so that the breakdown adds up to the totals.
 pub(super) async fn compute(
     state: &AppState,
     partition: Option<&str>,
     at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> ApiResult<Headroom> {
-    let cap = store::caps::in_force(&state.pool, partition, at).await?;
-    let jobs = store::jobs::list(&state.pool, partition, None).await?;
-    let nodes = store::nodes::idle_powers(&state.pool, partition).await?;
-    let held: HashSet<&str> = jobs
-        .iter()
-        .filter_map(|j| j.node_list.as_ref())
-        .flatten()
-        .map(String::as_str)
-        .collect();
-    let anonymous: usize = jobs
-        .iter()
-        .filter(|j| j.node_list.is_none())
-        .map(|j| usize::try_from(j.nodes).unwrap_or(0))
-        .sum();
-    let free: Vec<Option<f64>> = nodes
-        .iter()
-        .filter(|(name, _)| !held.contains(name.as_str()))
-        .map(|(_, idle)| *idle)
-        .collect();
-    let idle_nodes = free.len().saturating_sub(anonymous);
-    let mean_idle = if free.is_empty() {
-        0.0
-    } else {
-        free.iter()
-            .map(|p| p.unwrap_or(DEFAULT_IDLE_POWER_W))
-            .sum::<f64>()
-            / free.len() as f64
-    };
-    let at_default = free.iter().filter(|p| p.is_none()).count();
-    let idle = IdleDraw {
-        nodes: idle_nodes,
-        power_w: mean_idle * idle_nodes as f64,
-        // Of the free nodes, those without a recorded idle power, in
-        // proportion when some are held by jobs without a node list.
-        nodes_at_default: if free.is_empty() {
-            0
-        } else {
-            (at_default * idle_nodes).div_ceil(free.len())
-        },
-    };
+    let mut tx = state.pool.begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let cap = store::caps::in_force_for(&mut *tx, partition, at).await?;
+    let draw = store::power::load(&mut tx).await?.draw(partition, &[]);
+    let jobs = store::jobs::list(&mut *tx, partition, None).await?;
+    tx.commit().await?;
+    let idle = IdleDraw::of(draw.free, draw.anonymous_nodes);
     let jobs: Vec<JobDraw> = jobs
         .into_iter()
         .map(|j| JobDraw {
@@ -152,7 +122,7 @@ pub(super) async fn compute(
             basis: j.reserved_basis,
         })
         .collect();
-    let draw_w = jobs.iter().map(|j| j.reserved_w).sum::<f64>() + idle.power_w;
+    let draw_w = draw.reserved_w + idle.power_w;
     let cap = cap.map(|c| PowerCap::from_row(c, now));
     Ok(Headroom {
         partition: partition.map(str::to_owned),
@@ -163,4 +133,65 @@ pub(super) async fn compute(
         jobs,
         idle,
     })
+}
+
+/// The running jobs and node idle powers: from memory while they have not
+/// changed (see `cache`).
+pub(super) async fn current_load(state: &AppState) -> ApiResult<Arc<Load>> {
+    if let Some(load) = state.caches.load() {
+        return Ok(load);
+    }
+    let read_at = state.caches.generation();
+    let mut conn = state.pool.acquire().await?;
+    let load = Arc::new(store::power::load(&mut conn).await?);
+    state.caches.put_load(load.clone(), read_at);
+    Ok(load)
+}
+
+impl IdleDraw {
+    /// The idle draw of the `free` nodes (those no job names), of which
+    /// `held` are taken by jobs reported without a node list: the rest draw
+    /// the free nodes' mean idle power (registry, else 100 W each).
+    pub(super) fn of(free: Nodes, held: i64) -> IdleDraw {
+        let idle_nodes = (free.count - held).max(0);
+        if free.count <= 0 {
+            return IdleDraw {
+                nodes: 0,
+                power_w: 0.0,
+                nodes_at_default: 0,
+            };
+        }
+        let mean = (free.known_w + free.unknown as f64 * DEFAULT_IDLE_POWER_W) / free.count as f64;
+        // Of the idle nodes, those without a recorded idle power, in
+        // proportion when some free nodes are held by jobs without a list.
+        let at_default = (free.unknown * idle_nodes + free.count - 1) / free.count;
+        IdleDraw {
+            nodes: usize::try_from(idle_nodes).unwrap_or(0),
+            power_w: mean * idle_nodes as f64,
+            nodes_at_default: usize::try_from(at_default).unwrap_or(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_nodes_draw_the_free_nodes_mean() {
+        // Four nodes at 80 W, two unknown (100 W each); one held anonymously.
+        let free = Nodes {
+            count: 6,
+            known_w: 320.0,
+            unknown: 2,
+        };
+        let idle = IdleDraw::of(free, 1);
+        assert_eq!(idle.nodes, 5);
+        assert!((idle.power_w - 5.0 * 520.0 / 6.0).abs() < 1e-9);
+        assert_eq!(idle.nodes_at_default, 2);
+        assert_eq!(IdleDraw::of(free, 0).power_w, 520.0);
+        // More held than free: nothing idle, never negative.
+        assert_eq!(IdleDraw::of(free, 9).power_w, 0.0);
+        assert_eq!(IdleDraw::of(Nodes::default(), 0).nodes, 0);
+    }
 }

@@ -90,24 +90,42 @@ pub async fn delete(executor: impl PgExecutor<'_>, name: &str) -> sqlx::Result<b
     Ok(deleted.rows_affected() > 0)
 }
 
-/// The cap in force at `at` for a scope (`None`: the whole system): the
-/// tightest of that scope active then, ties to the earliest ending.
+/// The caps in force at `at` for a partition and for the whole system:
+/// for each scope, the tightest cap active then, ties to the earliest ending.
+/// `(partition's, system's)`; the first is `None` without a partition.
 pub async fn in_force(
     executor: impl PgExecutor<'_>,
     partition: Option<&str>,
     at: DateTime<Utc>,
-) -> sqlx::Result<Option<CapRow>> {
+) -> sqlx::Result<(Option<CapRow>, Option<CapRow>)> {
     let query = format!(
-        "SELECT {COLUMNS} FROM power_caps
-         WHERE partition IS NOT DISTINCT FROM $1
+        "SELECT DISTINCT ON (partition) {COLUMNS} FROM power_caps
+         WHERE (partition IS NULL OR partition = $1)
            AND (starts_at IS NULL OR starts_at <= $2)
            AND (ends_at IS NULL OR ends_at > $2)
-         ORDER BY limit_w, ends_at NULLS LAST, name
-         LIMIT 1"
+         ORDER BY partition, limit_w, ends_at NULLS LAST, name"
     );
-    sqlx::query_as(sqlx::AssertSqlSafe(query))
+    let rows: Vec<CapRow> = sqlx::query_as(sqlx::AssertSqlSafe(query))
         .bind(partition)
         .bind(at)
-        .fetch_optional(executor)
-        .await
+        .fetch_all(executor)
+        .await?;
+    let (mut own, mut system) = (None, None);
+    for row in rows {
+        match row.partition {
+            None => system = Some(row),
+            Some(_) => own = Some(row),
+        }
+    }
+    Ok((own, system))
+}
+
+/// The cap in force at `at` for one scope (`None`: the whole system).
+pub async fn in_force_for(
+    executor: impl PgExecutor<'_>,
+    partition: Option<&str>,
+    at: DateTime<Utc>,
+) -> sqlx::Result<Option<CapRow>> {
+    let (own, system) = in_force(executor, partition, at).await?;
+    Ok(if partition.is_some() { own } else { system })
 }

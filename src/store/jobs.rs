@@ -1,7 +1,7 @@
 //! The `jobs` table: jobs in flight.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgExecutor;
+use sqlx::{PgConnection, PgExecutor};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct JobRow {
@@ -19,12 +19,13 @@ pub struct JobRow {
     pub predicted_tts_s: Option<f64>,
     pub reserved_w: f64,
     pub reserved_basis: String,
+    pub time_limit_s: Option<f64>,
     pub created_at: DateTime<Utc>,
 }
 
 const COLUMNS: &str = "j.id, j.source, j.job_id, a.tag AS app, j.nodes, j.node_list, \
      j.partition, j.account, j.started_at, j.predicted_apc_w, j.predicted_ets_j, \
-     j.predicted_tts_s, j.reserved_w, j.reserved_basis, j.created_at";
+     j.predicted_tts_s, j.reserved_w, j.reserved_basis, j.time_limit_s, j.created_at";
 
 /// A job about to be stored.
 #[derive(Debug, Clone)]
@@ -42,19 +43,17 @@ pub struct NewJob {
     pub predicted_tts_s: Option<f64>,
     pub reserved_w: f64,
     pub reserved_basis: String,
+    pub time_limit_s: Option<f64>,
 }
 
 /// Store a job unless its (source, job_id) is running already; the stored
 /// job either way, and whether it was created now.
-pub async fn insert(
-    executor: impl PgExecutor<'_> + Copy,
-    job: &NewJob,
-) -> sqlx::Result<(JobRow, bool)> {
+pub async fn insert(conn: &mut PgConnection, job: &NewJob) -> sqlx::Result<(JobRow, bool)> {
     let created: Option<i64> = sqlx::query_scalar(
         "INSERT INTO jobs (source, job_id, app_id, nodes, node_list, partition, account,
                            started_at, predicted_apc_w, predicted_ets_j, predicted_tts_s,
-                           reserved_w, reserved_basis)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                           reserved_w, reserved_basis, time_limit_s)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
          ON CONFLICT ON CONSTRAINT jobs_source_job_id_key DO NOTHING
          RETURNING id",
     )
@@ -71,9 +70,13 @@ pub async fn insert(
     .bind(job.predicted_tts_s)
     .bind(job.reserved_w)
     .bind(&job.reserved_basis)
-    .fetch_optional(executor)
+    .bind(job.time_limit_s)
+    .fetch_optional(&mut *conn)
     .await?;
-    let row = get(executor, &job.source, &job.job_id)
+    if created.is_some() {
+        notify_load(&mut *conn).await?;
+    }
+    let row = get(&mut *conn, &job.source, &job.job_id)
         .await?
         .ok_or(sqlx::Error::RowNotFound)?;
     Ok((row, created.is_some()))
@@ -114,16 +117,27 @@ pub async fn list(
         .await
 }
 
-/// Remove a job; whether it was there.
+/// Tell every replica that the running jobs changed (see `cache`).
+async fn notify_load(executor: impl PgExecutor<'_>) -> sqlx::Result<()> {
+    sqlx::query("SELECT pg_notify('joulecast', 'load')")
+        .execute(executor)
+        .await?;
+    Ok(())
+}
+
+/// Remove a job (notifying the change); whether it was there.
 pub async fn delete(
     executor: impl PgExecutor<'_>,
     source: &str,
     job_id: &str,
 ) -> sqlx::Result<bool> {
-    let deleted = sqlx::query("DELETE FROM jobs WHERE source = $1 AND job_id = $2")
-        .bind(source)
-        .bind(job_id)
-        .execute(executor)
-        .await?;
-    Ok(deleted.rows_affected() > 0)
+    let deleted: Option<i64> = sqlx::query_scalar(
+        "DELETE FROM jobs WHERE source = $1 AND job_id = $2
+         RETURNING id, pg_notify('joulecast', 'load') IS NULL AS _notified",
+    )
+    .bind(source)
+    .bind(job_id)
+    .fetch_optional(executor)
+    .await?;
+    Ok(deleted.is_some())
 }

@@ -6,6 +6,7 @@ pub mod budgets;
 pub mod caps;
 pub mod jobs;
 pub mod nodes;
+pub mod power;
 pub mod runs;
 pub mod tokens;
 

@@ -283,16 +283,15 @@ pub async fn peaks(
     .await
 }
 
-/// Every registered node of a partition (all when `None`) with its idle power.
-pub async fn idle_powers(
+/// The largest vendor peak power of a partition's nodes (all when `None`).
+pub async fn max_peak(
     executor: impl PgExecutor<'_>,
     partition: Option<&str>,
-) -> sqlx::Result<Vec<(String, Option<f64>)>> {
-    sqlx::query_as(
-        "SELECT name, idle_power_w FROM nodes
-         WHERE $1::text IS NULL OR partition = $1 ORDER BY name",
+) -> sqlx::Result<Option<f64>> {
+    sqlx::query_scalar(
+        "SELECT max(peak_power_w) FROM nodes WHERE $1::text IS NULL OR partition = $1",
     )
     .bind(partition)
-    .fetch_all(executor)
+    .fetch_one(executor)
     .await
 }

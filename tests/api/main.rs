@@ -1,6 +1,7 @@
 //! Integration tests: the real router and the real binary against a real
 //! PostgreSQL. One test binary, so that one build serves all of them.
 
+mod admission;
 mod apps;
 mod auth;
 mod batch;

@@ -1,0 +1,156 @@
+//! The power a scope (one partition, or the whole system) draws: its running
+//! jobs' reservations and its free nodes' idle power.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, PgExecutor};
+
+/// A scope's power totals at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Draw {
+    /// Running jobs of the scope and Σ of their reserved power.
+    pub jobs: i64,
+    pub reserved_w: f64,
+    /// Nodes held by jobs reported without a node list.
+    pub anonymous_nodes: i64,
+    /// Registered nodes of the scope that no job names.
+    pub free: Nodes,
+    /// Of those, the ones in `taken` (a job about to start).
+    pub taken: Nodes,
+}
+
+/// A set of registered nodes' idle powers.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Nodes {
+    pub count: i64,
+    /// Σ of the recorded idle powers.
+    pub known_w: f64,
+    /// How many have no recorded idle power.
+    pub unknown: i64,
+}
+
+impl Nodes {
+    fn add(&mut self, idle_power_w: Option<f64>) {
+        self.count += 1;
+        match idle_power_w {
+            Some(w) => self.known_w += w,
+            None => self.unknown += 1,
+        }
+    }
+
+    pub fn without(self, other: Nodes) -> Nodes {
+        Nodes {
+            count: self.count - other.count,
+            known_w: self.known_w - other.known_w,
+            unknown: self.unknown - other.unknown,
+        }
+    }
+}
+
+/// A running job's share of the load.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct JobLoad {
+    pub partition: Option<String>,
+    pub reserved_w: f64,
+    pub nodes: i32,
+    pub node_list: Option<Vec<String>>,
+    pub account: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub predicted_ets_j: Option<f64>,
+    pub predicted_tts_s: Option<f64>,
+    pub time_limit_s: Option<f64>,
+}
+
+/// A registered node's idle power.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct NodeIdle {
+    pub name: String,
+    pub partition: Option<String>,
+    pub idle_power_w: Option<f64>,
+}
+
+/// Every running job and every registered node, as the power totals need
+/// them.
+pub async fn load(conn: &mut PgConnection) -> sqlx::Result<Load> {
+    let jobs: Vec<JobLoad> = sqlx::query_as(
+        "SELECT partition, reserved_w, nodes, node_list, account, started_at,
+                    predicted_ets_j, predicted_tts_s, time_limit_s
+             FROM jobs",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let nodes: Vec<NodeIdle> = sqlx::query_as("SELECT name, partition, idle_power_w FROM nodes")
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(Load::new(jobs, nodes))
+}
+
+/// The running jobs and registered nodes at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Load {
+    jobs: Vec<JobLoad>,
+    nodes: Vec<NodeIdle>,
+    /// Nodes some job names.
+    held: HashSet<String>,
+}
+
+impl Load {
+    pub fn new(jobs: Vec<JobLoad>, nodes: Vec<NodeIdle>) -> Load {
+        let held = jobs
+            .iter()
+            .filter_map(|j| j.node_list.as_ref())
+            .flatten()
+            .cloned()
+            .collect();
+        Load { jobs, nodes, held }
+    }
+
+    /// The running jobs of an account.
+    pub fn of_account<'a>(&'a self, account: &'a str) -> impl Iterator<Item = &'a JobLoad> {
+        self.jobs
+            .iter()
+            .filter(move |j| j.account.as_deref() == Some(account))
+    }
+
+    /// The totals of `partition` (`None`: the whole system). A node some job
+    /// names is not free, whatever the job's partition. `taken` names nodes
+    /// a job would take; those of them that are free are totalled apart.
+    pub fn draw(&self, partition: Option<&str>, taken: &[String]) -> Draw {
+        let in_scope = |p: &Option<String>| partition.is_none() || p.as_deref() == partition;
+        let mut draw = Draw::default();
+        for job in self.jobs.iter().filter(|j| in_scope(&j.partition)) {
+            draw.jobs += 1;
+            draw.reserved_w += job.reserved_w;
+            if job.node_list.is_none() {
+                draw.anonymous_nodes += i64::from(job.nodes);
+            }
+        }
+        let taken: HashSet<&str> = taken.iter().map(String::as_str).collect();
+        for node in self
+            .nodes
+            .iter()
+            .filter(|n| in_scope(&n.partition) && !self.held.contains(&n.name))
+        {
+            draw.free.add(node.idle_power_w);
+            if taken.contains(node.name.as_str()) {
+                draw.taken.add(node.idle_power_w);
+            }
+        }
+        draw
+    }
+}
+
+/// Serialises the decisions that reserve power or energy (job starts): two
+/// starts cannot both pass a cap only one of them fits under. Taken with
+/// `pg_advisory_xact_lock`, released at the end of the transaction.
+pub const ADMISSION_LOCK: i64 = 0x4a6f_756c_6563_6173; // "Joulecas"
+
+/// Take the admission lock for the rest of the transaction.
+pub async fn lock_admission(executor: impl PgExecutor<'_>) -> sqlx::Result<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(ADMISSION_LOCK)
+        .execute(executor)
+        .await?;
+    Ok(())
+}

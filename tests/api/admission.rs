@@ -1,0 +1,377 @@
+//! Admission over HTTP: power and energy decided apart, against hand-computed
+//! numbers; the conservative answer without history; job starts that re-check
+//! and reserve atomically under concurrency.
+
+use axum::http::StatusCode;
+use chrono::{Duration, Utc};
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, run};
+
+fn close(value: &Value, expected: f64) -> bool {
+    value
+        .as_f64()
+        .is_some_and(|v| (v - expected).abs() < 1e-6 * expected.abs().max(1.0))
+}
+
+/// Nodes c1–c4 of partition `batch`, idle at 100 W; `lin` with APC 1000·n W
+/// and TtS 600 s on 1–8 nodes.
+async fn cluster() -> TestApp {
+    let app = TestApp::new().await;
+    for i in 1..=4 {
+        let reply = app
+            .put(
+                &format!("/v1/nodes/c{i}"),
+                &app.admin,
+                &json!({"partition": "batch", "idle_power_w": 100.0, "peak_power_w": 700.0}),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+    }
+    for n in [1, 2, 4, 8] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    app
+}
+
+async fn cap(app: &TestApp, name: &str, body: Value) {
+    let reply = app
+        .put(&format!("/v1/power-caps/{name}"), &app.admin, &body)
+        .await;
+    assert!(reply.status.is_success(), "{:#}", reply.body);
+}
+
+async fn admit(app: &TestApp, body: Value) -> Value {
+    let reply = app.post("/v1/admission", &app.schedule, &body).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    reply.body
+}
+
+#[tokio::test]
+async fn power_is_the_cap_against_the_draw_after_the_job() {
+    let app = cluster().await;
+    cap(&app, "site", json!({"limit_w": 3500.0})).await;
+
+    // Idle draw 4 × 100 = 400 W. Two nodes: +2000 W, less their 200 W idle.
+    let a = admit(&app, json!({"app": "lin", "nodes": 2})).await;
+    assert_eq!(a["admit"], true, "{a:#}");
+    let p = &a["power"];
+    assert_eq!(p["fits"], true);
+    assert_eq!(p["cap_name"], "site");
+    assert!(close(&p["cap_w"], 3500.0));
+    assert!(close(&p["headroom_before_w"], 3100.0), "{p:#}");
+    assert!(close(&p["predicted_apc_w"], 2000.0));
+    assert_eq!(p["basis"], "expected");
+    assert!(close(&p["idle_released_w"], 200.0));
+    assert!(close(&p["headroom_after_w"], 1300.0));
+    assert!(close(&a["prediction"]["tts_s"], 600.0));
+    // No account: no budget applies.
+    assert_eq!(a["energy"]["fits"], true);
+    assert_eq!(a["energy"]["budget"], false);
+
+    // Four nodes: 4000 W against 3500 − 400 + 400.
+    let a = admit(&app, json!({"app": "lin", "nodes": 4})).await;
+    assert_eq!(a["admit"], false);
+    assert!(close(&a["power"]["headroom_after_w"], -500.0), "{a:#}");
+    let reasons = a["reasons"].to_string();
+    assert!(reasons.contains("does not fit under cap site"), "{reasons}");
+
+    // A partition cap binds before the system's: 2000 − (400 − 200 + 2000).
+    cap(
+        &app,
+        "batch",
+        json!({"limit_w": 2000.0, "partition": "batch"}),
+    )
+    .await;
+    let a = admit(
+        &app,
+        json!({"app": "lin", "node_list": "c[1-2]", "partition": "batch"}),
+    )
+    .await;
+    assert_eq!(a["admit"], false, "{a:#}");
+    assert_eq!(a["power"]["partition"], "batch");
+    assert_eq!(a["power"]["cap_name"], "batch");
+    assert!(close(&a["power"]["headroom_after_w"], -200.0));
+    let scopes = a["power"]["scopes"].as_array().unwrap();
+    assert_eq!(scopes.len(), 2);
+    assert_eq!(scopes[0]["fits"], false);
+    assert_eq!(scopes[1]["fits"], true);
+    assert!(scopes[1]["partition"].is_null());
+
+    // A temporary cap (cooling maintenance tomorrow) applies at its time only.
+    let tomorrow = Utc::now() + Duration::days(1);
+    cap(
+        &app,
+        "maintenance",
+        json!({"limit_w": 1000.0, "starts_at": tomorrow.to_rfc3339(),
+               "ends_at": (tomorrow + Duration::hours(6)).to_rfc3339()}),
+    )
+    .await;
+    let now = admit(&app, json!({"app": "lin", "nodes": 1})).await;
+    assert_eq!(now["power"]["cap_name"], "site");
+    assert_eq!(now["admit"], true);
+    let then = admit(
+        &app,
+        json!({"app": "lin", "nodes": 1,
+               "start_at": (tomorrow + Duration::hours(1)).to_rfc3339()}),
+    )
+    .await;
+    assert_eq!(then["power"]["cap_name"], "maintenance");
+    // 1000 − (400 − 100 + 1000).
+    assert!(
+        close(&then["power"]["headroom_after_w"], -300.0),
+        "{then:#}"
+    );
+    assert_eq!(then["admit"], false);
+}
+
+#[tokio::test]
+async fn energy_is_the_budget_left_against_the_predicted_ets() {
+    let app = cluster().await;
+    // proj consumed 9 MJ this month (its run must end inside the period).
+    let mut spent = run("other", "spent", 2);
+    spent["account"] = json!("proj");
+    spent["energy_j"] = json!(9.0e6);
+    spent.as_object_mut().unwrap().remove("avg_power_w");
+    spent["duration_s"] = json!(60.0);
+    let now = Utc::now();
+    spent["started_at"] = json!((now - Duration::seconds(120)).to_rfc3339());
+    spent["ended_at"] = json!((now - Duration::seconds(60)).to_rfc3339());
+    app.ingest(&spent).await;
+    let budget = json!({"limit_j": 10.0e6, "period": "custom",
+                        "starts_at": (now - Duration::days(1)).to_rfc3339(),
+                        "ends_at": (now + Duration::days(1)).to_rfc3339()});
+    let reply = app.put("/v1/budgets/proj", &app.admin, &budget).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+
+    // lin on 1 node: 1000 W × 600 s = 0.6 MJ ≤ 1 MJ left.
+    let a = admit(&app, json!({"app": "lin", "nodes": 1, "account": "proj"})).await;
+    let e = &a["energy"];
+    assert_eq!(a["admit"], true, "{a:#}");
+    assert_eq!(e["budget"], true);
+    assert!(close(&e["remaining_j"], 1.0e6), "{e:#}");
+    assert!(close(&e["predicted_ets_j"], 0.6e6));
+    assert!(close(&e["remaining_after_j"], 0.4e6));
+    assert_eq!(e["basis"], "predicted");
+    // Two nodes: 1.2 MJ > 1 MJ. Power has no cap and is not what refuses it.
+    let a = admit(&app, json!({"app": "lin", "nodes": 2, "account": "proj"})).await;
+    assert_eq!(a["admit"], false);
+    assert_eq!(a["power"]["fits"], true);
+    assert_eq!(a["energy"]["fits"], false);
+    assert!(close(&a["energy"]["remaining_after_j"], -0.2e6));
+    assert!(a["reasons"].to_string().contains("exceed"), "{a:#}");
+    // Another account has no budget.
+    let a = admit(&app, json!({"app": "lin", "nodes": 2, "account": "free"})).await;
+    assert_eq!(a["admit"], true);
+    assert_eq!(a["energy"]["budget"], false);
+
+    // A running job of the account commits its energy: one node started now
+    // leaves 0.4 MJ, so another one-node job no longer fits.
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "s", "job_id": "1", "app": "lin", "nodes": 1, "account": "proj"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["admission"]["admit"], true);
+    let a = admit(&app, json!({"app": "lin", "nodes": 1, "account": "proj"})).await;
+    assert_eq!(a["energy"]["fits"], false, "{a:#}");
+    assert!(a["energy"]["remaining_j"].as_f64().unwrap() < 0.41e6);
+}
+
+#[tokio::test]
+async fn an_application_without_history_is_answered_conservatively() {
+    let app = cluster().await;
+    cap(&app, "site", json!({"limit_w": 3500.0})).await;
+    let reply = app
+        .put(
+            "/v1/budgets/proj",
+            &app.admin,
+            &json!({"limit_j": 1.0e7, "period": "month"}),
+        )
+        .await;
+    assert!(reply.status.is_success());
+    // Never seen: 2 nodes × the largest vendor peak, 700 W.
+    let a = admit(&app, json!({"app": "unseen", "nodes": 2})).await;
+    assert_eq!(a["prediction"]["history"], false);
+    assert!(a["prediction"]["ets_j"].is_null());
+    assert_eq!(a["power"]["basis"], "no_history");
+    assert!(close(&a["power"]["predicted_apc_w"], 1400.0), "{a:#}");
+    assert!(a["reasons"][0].as_str().unwrap().contains("no history"));
+    // Its energy is unknown, which a budget does not admit...
+    let a = admit(
+        &app,
+        json!({"app": "unseen", "nodes": 2, "account": "proj"}),
+    )
+    .await;
+    assert_eq!(a["energy"]["fits"], false);
+    assert_eq!(a["energy"]["basis"], "unknown");
+    assert_eq!(a["admit"], false);
+    // ...unless its time limit bounds it: 1400 W × 3600 s.
+    let a = admit(
+        &app,
+        json!({"app": "unseen", "nodes": 2, "account": "proj", "time_limit_s": 3600.0}),
+    )
+    .await;
+    assert_eq!(a["energy"]["basis"], "time_limit");
+    assert!(close(&a["energy"]["predicted_ets_j"], 1400.0 * 3600.0));
+    assert_eq!(a["admit"], true, "{a:#}");
+    // Asking stored nothing: no application, no job.
+    let reply = app.get("/v1/apps/unseen", &app.read).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND);
+
+    // Started with that time limit, it commits 1400 W × its time left.
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "s", "job_id": "u", "app": "unseen", "nodes": 2,
+                    "account": "proj", "time_limit_s": 3600.0}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let b = app.get("/v1/budgets/proj", &app.read).await.body;
+    let committed = b["committed_j"].as_f64().unwrap();
+    assert!(
+        committed <= 1400.0 * 3600.0 && committed > 1400.0 * 3500.0,
+        "{b:#}"
+    );
+    assert_eq!(b["unpredicted_jobs"], 0);
+}
+
+#[tokio::test]
+async fn a_job_that_does_not_fit_is_refused_at_start_unless_forced() {
+    let app = cluster().await;
+    cap(&app, "site", json!({"limit_w": 3500.0})).await;
+    let job = json!({"source": "s", "job_id": "big", "app": "lin", "nodes": 4});
+    let reply = app.post("/v1/jobs", &app.schedule, &job).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
+    assert_eq!(reply.content_type(), "application/problem+json");
+    assert_eq!(reply.body["admission"]["admit"], false);
+    assert!(
+        reply.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("exceed power cap site by 500 W"),
+        "{:#}",
+        reply.body
+    );
+    assert!(
+        app.get("/v1/jobs", &app.read).await.body["items"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    // Forced (it runs already): stored, and the headroom goes negative.
+    let mut forced = job.clone();
+    forced["force"] = json!(true);
+    let reply = app.post("/v1/jobs", &app.schedule, &forced).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["admission"]["admit"], false);
+    let h = app.get("/v1/power/headroom", &app.read).await.body;
+    assert!(close(&h["headroom_w"], -500.0), "{h:#}");
+    // Reported again: already stored, not refused.
+    let reply = app.post("/v1/jobs", &app.schedule, &job).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+}
+
+#[tokio::test]
+async fn bad_admission_questions_are_named() {
+    let app = cluster().await;
+    for (body, field) in [
+        (json!({"app": "lin"}), "nodes"),
+        (json!({"app": "lin", "nodes": 0}), "nodes"),
+        (json!({"app": "no good", "nodes": 1}), "app"),
+        (json!({"app": "lin", "nodes": 1, "account": ""}), "account"),
+        (
+            json!({"app": "lin", "nodes": 1, "time_limit_s": -5}),
+            "time_limit_s",
+        ),
+        (json!({"app": "lin", "node_list": "c[3-1]"}), "node_list"),
+        (
+            json!({"app": "lin", "nodes": 3, "node_list": "c[1-2]"}),
+            "nodes",
+        ),
+        (
+            json!({"app": "lin", "nodes": 1, "partition": "a b"}),
+            "partition",
+        ),
+        (
+            json!({"app": "lin", "nodes": 1, "start_at": "+10000-01-01T00:00:00Z"}),
+            "start_at",
+        ),
+    ] {
+        app.post("/v1/admission", &app.schedule, &body)
+            .await
+            .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, field);
+    }
+    app.post(
+        "/v1/admission",
+        &app.schedule,
+        &json!({"app": "lin", "nodes": 1, "colour": "red"}),
+    )
+    .await
+    .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "colour");
+    // Reading is not enough.
+    app.post(
+        "/v1/admission",
+        &app.read,
+        &json!({"app": "lin", "nodes": 1}),
+    )
+    .await
+    .assert_problem(StatusCode::FORBIDDEN);
+}
+
+/// Eight jobs of 1000 W start at once under a cap three of them fit under:
+/// each was admitted when asked alone, but exactly three are stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_starts_cannot_overcommit_the_cap() {
+    let app = cluster().await;
+    // Idle 400 W; each one-node job adds 1000 − 100 W: three fit in 3100 W.
+    cap(&app, "site", json!({"limit_w": 3500.0})).await;
+    for round in 0..3 {
+        let question = json!({"app": "lin", "nodes": 1});
+        let answers =
+            join_all((0..2).map(|_| app.post("/v1/admission", &app.schedule, &question))).await;
+        for a in &answers {
+            assert_eq!(a.body["admit"], true, "{:#}", a.body);
+        }
+        let starts = join_all((0..8).map(|i| {
+            let app = &app;
+            let body = json!({"source": "s", "job_id": format!("r{round}j{i}"),
+                                      "app": "lin", "nodes": 1});
+            async move { app.post("/v1/jobs", &app.schedule, &body).await }
+        }))
+        .await;
+        let stored = starts
+            .iter()
+            .filter(|r| r.status == StatusCode::CREATED)
+            .count();
+        let refused = starts
+            .iter()
+            .filter(|r| r.status == StatusCode::CONFLICT)
+            .count();
+        assert_eq!((stored, refused), (3, 5), "round {round}");
+        let h = app.get("/v1/power/headroom", &app.read).await.body;
+        assert!(
+            close(&h["headroom_w"], 3500.0 - 400.0 - 3.0 * 900.0),
+            "{h:#}"
+        );
+        // Next round from an empty system.
+        for r in starts.iter().filter(|r| r.status == StatusCode::CREATED) {
+            let id = r.body["job_id"].as_str().unwrap();
+            let reply = app
+                .call(
+                    axum::http::Method::DELETE,
+                    &format!("/v1/jobs/s/{id}"),
+                    Some(&app.schedule),
+                    None,
+                )
+                .await;
+            assert_eq!(reply.status, StatusCode::NO_CONTENT);
+        }
+    }
+}
