@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use sqlx::PgPool;
 
-use crate::config::{Cli, Command, GlobalArgs, ServeArgs, TokenCommand};
+use crate::config::{Cli, Command, GlobalArgs, ImportCommand, SacctArgs, ServeArgs, TokenCommand};
 use crate::db::{self, Sharing};
 use crate::tokens::{self, Scope};
 use crate::{http, server, store, telemetry};
@@ -38,6 +38,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{spec}");
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Import(ImportCommand::Sacct(args))) => import_sacct(&cli.global, &args).await,
         Some(Command::Token(TokenCommand::Create(args))) => {
             let db = db::open(&cli.global, Sharing::AttachIfRunning).await?;
             let created = async {
@@ -130,6 +131,78 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
 /// admin token and write it to a file only its owner can read. The file is
 /// written (durably) before the token is stored: a crash in between leaves no
 /// token, and the next start makes a new one.
+/// `joulecast import sacct`: read the file, import it into the database
+/// (attaching to a running service's embedded cluster), print a summary.
+async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<ExitCode> {
+    use std::io::Read;
+
+    let mut text = String::new();
+    if args.file.as_os_str() == "-" {
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading standard input")?;
+    } else {
+        text = std::fs::read_to_string(&args.file)
+            .with_context(|| format!("reading {}", args.file.display()))?;
+    }
+    if let Some(source) = &args.source {
+        crate::validate::identifier(source, crate::validate::SOURCE_MAX)
+            .map_err(|reason| anyhow::anyhow!("--source {reason}"))?;
+    }
+    let options = crate::sacct::Options {
+        app_from: args.app_from,
+        states: args
+            .states
+            .iter()
+            .map(|s| s.trim().to_ascii_uppercase())
+            .collect(),
+        source: args.source.clone(),
+        utc_offset: args.utc_offset,
+    };
+    let db = db::open(global, Sharing::AttachIfRunning).await?;
+    let bar = indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs stored ({eta} left)")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let result = async {
+        db::migrate(&db.pool).await?;
+        Ok::<_, anyhow::Error>(
+            crate::import::sacct(&db.pool, &text, &options, |done, total| {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            })
+            .await?,
+        )
+    }
+    .await;
+    bar.finish_and_clear();
+    db.close().await;
+    let summary = result?;
+    println!(
+        "{} lines: {} runs stored, {} already stored, {} skipped, {} job steps",
+        summary.lines,
+        summary.created,
+        summary.duplicate,
+        summary.skipped.len(),
+        summary.steps
+    );
+    for skipped in summary.skipped.iter().take(args.show_skipped) {
+        println!(
+            "  line {} ({}): {}",
+            skipped.line,
+            skipped.job_id.as_deref().unwrap_or("-"),
+            skipped.reason
+        );
+    }
+    if summary.skipped.len() > args.show_skipped {
+        println!(
+            "  ... and {} more",
+            summary.skipped.len() - args.show_skipped
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn bootstrap_admin_token(pool: &PgPool, file: &Path) -> anyhow::Result<()> {
     if store::tokens::count(pool).await? > 0 {
         return Ok(());

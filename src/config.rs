@@ -44,6 +44,9 @@ pub enum Command {
     /// Manage API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Import scheduler accounting records as runs.
+    #[command(subcommand)]
+    Import(ImportCommand),
     /// Run the accuracy suite on synthetic histories and print its report
     /// (markdown, as kept in docs/accuracy.md). Needs no database.
     Accuracy(AccuracyArgs),
@@ -57,6 +60,36 @@ pub struct AccuracyArgs {
     /// Seed of the random generator (the same seed gives the same report).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// Import Slurm's `sacct --parsable2` output (with its header line):
+    /// COMPLETED jobs become runs, steps are folded, every other line is
+    /// reported with its number and reason. Importing again adds nothing.
+    Sacct(SacctArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SacctArgs {
+    /// The sacct output; `-` reads standard input.
+    pub file: PathBuf,
+    /// The field the application tag comes from.
+    #[arg(long, value_enum, default_value = "jobname")]
+    pub app_from: crate::sacct::AppFrom,
+    /// The system's name; default the Cluster field, else `slurm`.
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Job states imported, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "COMPLETED")]
+    pub states: Vec<String>,
+    /// Offset of sacct's local Start/End times from UTC (run sacct with
+    /// TZ=UTC to keep the default).
+    #[arg(long, default_value = "+00:00", allow_hyphen_values = true)]
+    pub utc_offset: chrono::FixedOffset,
+    /// Skipped lines listed at most (all are counted).
+    #[arg(long, default_value_t = 50)]
+    pub show_skipped: usize,
 }
 
 #[derive(Debug, Subcommand)]

@@ -29,6 +29,7 @@ pub mod caps;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod imports;
 pub mod jobs;
 pub mod nodes;
 mod openapi;
@@ -116,6 +117,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(runs::create_run))
         .routes(routes!(runs::create_batch))
         .routes(routes!(runs::get_run))
+        .routes(routes!(imports::import_sacct))
         .routes(routes!(apps::list_apps))
         .routes(routes!(apps::get_app, apps::put_app))
         .routes(routes!(apps::list_app_runs))

@@ -10,6 +10,7 @@ mod capacity;
 mod caps;
 mod embedded;
 mod hygiene;
+mod imports;
 mod jobs;
 mod nodes;
 mod power;

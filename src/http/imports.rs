@@ -1,0 +1,127 @@
+//! `POST /v1/import/sacct`: Slurm accounting records as runs (design.md §7).
+
+use axum::body::Bytes;
+use axum::extract::State;
+use chrono::FixedOffset;
+use clap::ValueEnum;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use super::AppState;
+use super::auth::{self, Authorized};
+use super::error::{ApiError, ApiResult, Problem};
+use super::extract::Query;
+use crate::import::{self, ImportError, Summary};
+use crate::sacct::{AppFrom, Options};
+use crate::validate::{self, FieldError};
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SacctParams {
+    /// The field the application tag comes from: `jobname` (default),
+    /// `comment` or `wckey`.
+    pub app_from: Option<String>,
+    /// The system's name; default the `Cluster` field, else `slurm`.
+    pub source: Option<String>,
+    /// Job states imported, comma-separated; default `COMPLETED`.
+    pub states: Option<String>,
+    /// Offset of sacct's local `Start`/`End` times from UTC, e.g. `+01:00`;
+    /// default `+00:00` (run sacct with `TZ=UTC`).
+    pub utc_offset: Option<String>,
+}
+
+impl SacctParams {
+    /// The import options, or every parameter at fault.
+    pub fn options(self) -> Result<Options, Vec<FieldError>> {
+        let mut problems = Vec::new();
+        let mut options = Options::default();
+        if let Some(field) = self.app_from {
+            match AppFrom::from_str(&field, true) {
+                Ok(from) => options.app_from = from,
+                Err(_) => problems.push(FieldError::new(
+                    "app_from",
+                    format!("must be jobname, comment or wckey (got {field:?})"),
+                )),
+            }
+        }
+        if let Some(source) = self.source {
+            match validate::identifier(&source, validate::SOURCE_MAX) {
+                Ok(()) => options.source = Some(source),
+                Err(reason) => problems.push(FieldError::new("source", reason)),
+            }
+        }
+        if let Some(states) = self.states {
+            let states: Vec<String> = states
+                .split(',')
+                .map(|s| s.trim().to_ascii_uppercase())
+                .collect();
+            match states
+                .iter()
+                .find(|s| s.is_empty() || !s.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            {
+                Some(bad) => problems.push(FieldError::new(
+                    "states",
+                    format!("{bad:?} is not a Slurm job state (e.g. COMPLETED,TIMEOUT)"),
+                )),
+                None => options.states = states,
+            }
+        }
+        if let Some(offset) = self.utc_offset {
+            match offset.parse::<FixedOffset>() {
+                Ok(offset) => options.utc_offset = offset,
+                Err(_) => problems.push(FieldError::new(
+                    "utc_offset",
+                    format!("must be an offset such as +01:00 or -05:00 (got {offset:?})"),
+                )),
+            }
+        }
+        if problems.is_empty() {
+            Ok(options)
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+/// Import `sacct --parsable2` output (the text body, header line first) as
+/// runs.
+///
+/// Only jobs in the chosen states (default COMPLETED) become runs; job steps
+/// are counted and folded (see the operations guide); every other line that
+/// gives no run is listed with its line number and reason. Runs are
+/// idempotent on (source, job id): importing the same records again adds
+/// nothing. Every run is committed before the answer.
+#[utoipa::path(post, path = "/v1/import/sacct", tag = "runs",
+    params(SacctParams),
+    request_body(content = String, content_type = "text/plain",
+                 description = "`sacct --parsable2` output with its header line"),
+    security(("bearer" = ["ingest"])),
+    responses(
+        (status = 200, description = "What was imported and what was skipped", body = Summary),
+        (status = 400, description = "Bad query parameter, or a body that is not UTF-8", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large (import large files with `joulecast import sacct`)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No usable header line", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn import_sacct(
+    _: Authorized<auth::Ingest>,
+    State(state): State<AppState>,
+    Query(params): Query<SacctParams>,
+    body: Bytes,
+) -> ApiResult<axum::Json<Summary>> {
+    let options = params.options().map_err(ApiError::BadRequest)?;
+    let text = std::str::from_utf8(&body)
+        .map_err(|e| ApiError::bad_request("body", format!("is not UTF-8 text ({e})")))?;
+    let summary = match import::sacct(&state.pool, text, &options, |_, _| {}).await {
+        Ok(summary) => summary,
+        Err(ImportError::Header(e)) => return Err(ApiError::invalid("body", e.to_string())),
+        Err(ImportError::Database(e)) => return Err(e.into()),
+    };
+    for tag in &summary.apps {
+        state.caches.forget_app(tag);
+    }
+    Ok(axum::Json(summary))
+}

@@ -1,0 +1,189 @@
+//! Slurm accounting import over HTTP and from the command line, on the
+//! committed fixtures (tests/fixtures/sacct, whose README lists every line).
+
+use std::process::{Command, Stdio};
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use serde_json::Value;
+
+use crate::support::{Reply, TestApp, fresh_database_url};
+
+const CLUSTER: &str = include_str!("../fixtures/sacct/cluster.txt");
+const REORDERED: &str = include_str!("../fixtures/sacct/reordered.txt");
+const FIXTURE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/sacct/cluster.txt"
+);
+
+async fn import(app: &TestApp, query: &str, token: &str, text: &str) -> Reply {
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(format!("/v1/import/sacct{query}"))
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from(text.to_owned()))
+        .unwrap();
+    app.send(request).await
+}
+
+fn skipped_lines(summary: &Value) -> Vec<u64> {
+    summary["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["line"].as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_cluster_s_accounting_becomes_history_once() {
+    let app = TestApp::new().await;
+    let reply = import(&app, "", &app.ingest, CLUSTER).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let s = &reply.body;
+    assert_eq!(s["lines"], 44, "{s:#}");
+    assert_eq!(s["created"], 11);
+    assert_eq!(s["duplicate"], 0);
+    assert_eq!(s["steps"], 26);
+    assert_eq!(skipped_lines(s), vec![22, 23, 24, 26, 27, 30, 31]);
+    let reasons = s["skipped"].to_string();
+    for expected in [
+        "state FAILED is not imported",
+        "state CANCELLED is not imported",
+        "NNodes is 0",
+        "has 11 fields, the header has 12",
+    ] {
+        assert!(reasons.contains(expected), "{expected}: {reasons}");
+    }
+    assert_eq!(app.run_count().await, 11);
+
+    // The runs are the jobs: source from the Cluster field, hostlists
+    // expanded, the extern step's energy folded into job 81005.
+    let runs = app.get("/v1/apps/lammps/runs", &app.read).await;
+    assert_eq!(runs.status, StatusCode::OK, "{:#}", runs.body);
+    let items = runs.body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 4);
+    let job = items.iter().find(|r| r["job_id"] == "81001").unwrap();
+    assert_eq!(job["source"], "hawk");
+    assert_eq!(job["nodes"], 4);
+    assert_eq!(job["node_list"][3], "cn004");
+    let gromacs = app.get("/v1/apps/gromacs/runs", &app.read).await;
+    let folded = gromacs.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["job_id"] == "81005")
+        .cloned()
+        .unwrap();
+    assert_eq!(folded["energy_j"], 3_696_000.0);
+    // History enough to predict from.
+    let p = app
+        .get("/v1/apps/lammps/predictions?nodes=16&metric=ets", &app.read)
+        .await;
+    assert_eq!(p.status, StatusCode::OK, "{:#}", p.body);
+
+    // Importing again adds nothing.
+    let again = import(&app, "", &app.ingest, CLUSTER).await;
+    assert_eq!(again.body["created"], 0, "{:#}", again.body);
+    assert_eq!(again.body["duplicate"], 11);
+    assert_eq!(app.run_count().await, 11);
+
+    // TIMEOUT jobs too, when asked for: one more run (line 27).
+    let more = import(&app, "?states=COMPLETED,timeout", &app.ingest, CLUSTER).await;
+    assert_eq!(more.body["created"], 1, "{:#}", more.body);
+    assert!(!skipped_lines(&more.body).contains(&27));
+}
+
+#[tokio::test]
+async fn the_application_can_come_from_another_field() {
+    let app = TestApp::new().await;
+    let by_name = import(&app, "?source=test", &app.ingest, REORDERED).await;
+    assert_eq!(by_name.status, StatusCode::OK, "{:#}", by_name.body);
+    assert_eq!(by_name.body["created"], 4);
+    let app2 = TestApp::new().await;
+    let by_comment = import(&app2, "?app_from=comment", &app2.ingest, REORDERED).await;
+    assert_eq!(by_comment.body["created"], 3, "{:#}", by_comment.body);
+    assert!(
+        by_comment.body["skipped"]
+            .to_string()
+            .contains("Comment is empty")
+    );
+    assert_ne!(by_name.body["apps"], by_comment.body["apps"]);
+}
+
+#[tokio::test]
+async fn bad_imports_are_refused_naming_the_parameter() {
+    let app = TestApp::new().await;
+    for (query, field) in [
+        ("?app_from=title", "app_from"),
+        ("?utc_offset=CET", "utc_offset"),
+        ("?states=COMPLETED,,", "states"),
+        ("?source=a%20b", "source"),
+    ] {
+        import(&app, query, &app.ingest, CLUSTER)
+            .await
+            .assert_field_error(StatusCode::BAD_REQUEST, field);
+    }
+    // No usable header: nothing is read.
+    import(&app, "", &app.ingest, "JobID|JobName|NNodes\n1|a|1\n")
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "body");
+    import(&app, "", &app.ingest, "")
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "body");
+    import(&app, "", &app.read, CLUSTER)
+        .await
+        .assert_problem(StatusCode::FORBIDDEN);
+    assert_eq!(app.run_count().await, 0);
+}
+
+#[tokio::test]
+async fn the_command_line_imports_a_file_and_standard_input() {
+    let url = fresh_database_url().await;
+    let bin = env!("CARGO_BIN_EXE_joulecast");
+    let output = Command::new(bin)
+        .args(["import", "sacct", FIXTURE, "--database-url", &url])
+        .env("JOULECAST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.starts_with("44 lines: 11 runs stored, 0 already stored, 7 skipped, 26 job steps"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("line 24 (81008): state FAILED"), "{stdout}");
+
+    // Again, from standard input: nothing new.
+    let mut child = Command::new(bin)
+        .args(["import", "sacct", "-", "--database-url", &url])
+        .env("JOULECAST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(CLUSTER.as_bytes()).unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.starts_with("44 lines: 0 runs stored, 11 already stored"),
+        "{stdout}"
+    );
+
+    // A file without a header is an error, not a silent nothing.
+    let output = Command::new(bin)
+        .args(["import", "sacct", "/dev/null", "--database-url", &url])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("empty"));
+}
