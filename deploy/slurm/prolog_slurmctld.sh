@@ -1,0 +1,209 @@
+#!/bin/bash
+# shellcheck disable=SC2016  # $names in single quotes are jq variables, not shell ones
+# Joulecast PrologSlurmctld (example): reports a job's start with
+# POST /v1/jobs, which re-checks admission and reserves the job's power
+# atomically. This is where the power cap is enforced.
+#
+#   slurm.conf:  PrologSlurmctld=/etc/slurm/joulecast-prolog.sh
+#
+# Exit status, and what Slurm does with it:
+#   0  the job was recorded, or could not be (service down, unknown node, bad
+#      job name...): it runs. Failing open: a job is only held back when the
+#      service says it does not fit.
+#   1  the service answered 409 with an admission answer: the job no longer
+#      fits under the power cap or its account's energy budget, and nothing
+#      was stored. Per the Slurm documentation, a failed PrologSlurmctld
+#      requeues a batch job (back to PENDING, to be scheduled again later)
+#      and cancels an interactive one (salloc/srun), which cannot be
+#      requeued. A batch job that is not requeueable (--no-requeue,
+#      JobRequeue=0) may be cancelled too, and recent versions hold a job
+#      (JobHeldAdmin) after MaxBatchRequeue automatic requeues: check with
+#      your Slurm version.
+# For accounting only (never hold a job back), set JOULECAST_FORCE=true: the
+# job is then recorded even when it does not fit.
+#
+# Runs as SlurmctldUser (SlurmUser) on the controller, once per job start,
+# with no PATH of its own. Needs bash, curl and jq. All of the job's fields
+# go into the JSON body through `jq --arg` (never spliced into JSON or a
+# command); the token goes to curl through a config on a pipe, not argv.
+#
+# Settings: the defaults below, overridden by /etc/slurm/joulecast-slurm.conf
+# (shell syntax) when it exists.
+
+set -u
+export PATH=/usr/bin:/bin:/usr/sbin:/sbin
+umask 077
+
+JOULECAST_URL="http://joulecast.example.org:8080"
+# A `schedule` token, readable by SlurmUser only.
+JOULECAST_TOKEN_FILE="/etc/slurm/joulecast.token"
+JOULECAST_TIMEOUT_S=5
+# true: when the service cannot be reached or answers 5xx, let the job run
+# unrecorded (exit 0). false: exit 1, and the job is requeued or cancelled.
+JOULECAST_FAIL_OPEN=true
+# true: record the job even when it does not fit (accounting only).
+JOULECAST_FORCE=false
+# Where the application tag comes from: jobname, comment or wckey (as the
+# importer's app_from and job_submit.lua's APP_FROM).
+JOULECAST_APP_FROM=jobname
+# The job's system in Joulecast; empty: SLURM_CLUSTER_NAME.
+JOULECAST_SOURCE=""
+# Send the allocated nodes (then they must be in Joulecast's node registry,
+# or the report is refused with 422): false sends the node count only.
+JOULECAST_SEND_NODE_LIST=true
+JOULECAST_CURL=curl
+JOULECAST_JQ=jq
+
+conf=${JOULECAST_SLURM_CONF:-/etc/slurm/joulecast-slurm.conf}
+if [[ -r $conf ]]; then
+	# shellcheck source=/dev/null
+	. "$conf"
+fi
+
+log() { # priority message...
+	local priority=$1 msg
+	shift
+	msg=${*//[[:cntrl:]]/ } # job names may hold newlines
+	# syslog, and standard error (which slurmctld may log at debug level).
+	logger -t joulecast-prolog -p "daemon.$priority" -- "job ${SLURM_JOB_ID:-?}: $msg" 2>/dev/null || true
+	printf 'joulecast-prolog: %s: job %s: %s\n' "$priority" "${SLURM_JOB_ID:-?}" "$msg" >&2
+}
+
+# The job cannot be recorded; the service is not to blame for the job.
+give_up() {
+	log err "$*; the job runs without a power reservation"
+	exit 0
+}
+
+# The service could not be asked.
+unavailable() {
+	if [[ $JOULECAST_FAIL_OPEN == true ]]; then
+		log warning "$*; failing open: the job runs without a power reservation"
+		exit 0
+	fi
+	log err "$*; JOULECAST_FAIL_OPEN=false: failing the prolog (Slurm requeues or cancels the job)"
+	exit 1
+}
+
+[[ -n ${SLURM_JOB_ID:-} ]] || give_up "SLURM_JOB_ID is not set (not run by slurmctld?)"
+command -v "$JOULECAST_CURL" >/dev/null || unavailable "curl ($JOULECAST_CURL) not found"
+command -v "$JOULECAST_JQ" >/dev/null || unavailable "jq ($JOULECAST_JQ) not found"
+case $JOULECAST_FORCE in
+true | false) ;;
+*) give_up "JOULECAST_FORCE must be true or false" ;;
+esac
+
+token=""
+if [[ -r $JOULECAST_TOKEN_FILE ]]; then
+	read -r token <"$JOULECAST_TOKEN_FILE" || true
+fi
+# The token goes into a curl config line: nothing but token characters.
+[[ $token =~ ^[A-Za-z0-9._~+/=-]+$ ]] || unavailable "no valid token in $JOULECAST_TOKEN_FILE"
+
+# The job's id as sacct shows it: array tasks as ARRAYID_TASKID.
+job_id=$SLURM_JOB_ID
+if [[ -n ${SLURM_ARRAY_JOB_ID:-} && -n ${SLURM_ARRAY_TASK_ID:-} ]]; then
+	job_id="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+fi
+source_name=${JOULECAST_SOURCE:-${SLURM_CLUSTER_NAME:-}}
+[[ -n $source_name ]] || give_up "neither JOULECAST_SOURCE nor SLURM_CLUSTER_NAME is set"
+
+case $JOULECAST_APP_FROM in
+jobname) app=${SLURM_JOB_NAME:-} ;;
+comment) app=${SLURM_JOB_COMMENT:-} ;;
+wckey) app=${SLURM_WCKEY:-} ;;
+*) give_up "JOULECAST_APP_FROM must be jobname, comment or wckey" ;;
+esac
+if [[ -z $app ]]; then
+	log info "the job has no $JOULECAST_APP_FROM; not recorded"
+	exit 0
+fi
+
+node_list=""
+if [[ $JOULECAST_SEND_NODE_LIST == true ]]; then
+	node_list=${SLURM_JOB_NODELIST:-}
+fi
+
+# The time limit, from the job's expected end: slurmctld sets the end time of
+# a starting job to its start plus its time limit (a year when unlimited).
+limit_s=""
+if [[ ${SLURM_JOB_START_TIME:-} =~ ^[0-9]+$ && ${SLURM_JOB_END_TIME:-} =~ ^[0-9]+$ ]]; then
+	d=$((SLURM_JOB_END_TIME - SLURM_JOB_START_TIME))
+	if ((d > 0 && d < 365 * 86400)); then
+		limit_s=$d
+	fi
+fi
+
+body=$("$JOULECAST_JQ" -cn \
+	--arg source "$source_name" \
+	--arg job_id "$job_id" \
+	--arg app "$app" \
+	--arg nodes "${SLURM_JOB_NUM_NODES:-}" \
+	--arg node_list "$node_list" \
+	--arg partition "${SLURM_JOB_PARTITION:-}" \
+	--arg account "${SLURM_JOB_ACCOUNT:-}" \
+	--arg start "${SLURM_JOB_START_TIME:-}" \
+	--arg limit "$limit_s" \
+	--argjson force "$JOULECAST_FORCE" \
+	'def opt(k; v): if v == "" then {} else {(k): v} end;
+	{source: $source, job_id: $job_id, app: $app}
+	+ (if ($nodes | test("^[0-9]+$")) then {nodes: ($nodes | tonumber)} else {} end)
+	+ opt("node_list"; $node_list)
+	+ opt("partition"; $partition)
+	+ opt("account"; $account)
+	+ (if ($start | test("^[0-9]+$")) then {started_at: ($start | tonumber | todate)} else {} end)
+	+ (if $limit == "" then {} else {time_limit_s: ($limit | tonumber)} end)
+	+ {force: $force}') || give_up "could not build the request"
+
+tmp=$(mktemp -d) || unavailable "mktemp failed"
+trap 'rm -rf "$tmp"' EXIT
+
+# POST /v1/jobs is idempotent (200 when already stored): one retry is safe.
+code=000
+for attempt in 1 2; do
+	code=$(printf '%s' "$body" | "$JOULECAST_CURL" --disable -sS \
+		--proto =http,https \
+		--max-time "$JOULECAST_TIMEOUT_S" --connect-timeout 2 \
+		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
+		-H 'Content-Type: application/json' -H 'Accept: application/json' \
+		--data-binary @- -o "$tmp/answer" -w '%{http_code}' \
+		"$JOULECAST_URL/v1/jobs" 2>"$tmp/err") || true
+	[[ $code =~ ^[0-9]{3}$ ]] || code=000
+	if [[ $code != 000 && $code != 5* ]] || ((attempt == 2)); then
+		break
+	fi
+	sleep 1
+done
+
+detail() { # the problem's detail, or curl's error
+	"$JOULECAST_JQ" -r '(.detail // "") + ([.errors[]? | "\(.field): \(.reason)"]
+		| if length > 0 then " (" + join(", ") + ")" else "" end)' "$tmp/answer" 2>/dev/null | head -c 500
+}
+
+case $code in
+200 | 201)
+	log info "$("$JOULECAST_JQ" -r --arg code "$code" \
+		'"recorded (HTTP \($code)): app \(.app), reserved \(.reserved_w) W (\(.reserved_basis))"' \
+		"$tmp/answer" 2>/dev/null || echo "recorded (HTTP $code)")"
+	exit 0
+	;;
+409)
+	if "$JOULECAST_JQ" -e 'has("admission")' "$tmp/answer" >/dev/null 2>&1; then
+		reasons=$("$JOULECAST_JQ" -r '[.admission.reasons[]?] | join("; ")' "$tmp/answer" 2>/dev/null | head -c 1000)
+		log warning "does not fit: ${reasons:-$(detail)}; failing the prolog so that Slurm requeues (or cancels) the job"
+		exit 1
+	fi
+	# Another conflict: e.g. this job id is already a finished run.
+	give_up "the service refused the report (HTTP 409): $(detail)"
+	;;
+000)
+	unavailable "no answer from $JOULECAST_URL: $(head -c 300 "$tmp/err")"
+	;;
+5*)
+	unavailable "the service answered HTTP $code: $(detail)"
+	;;
+*)
+	# 400/401/403/422...: retrying or requeueing cannot help; fix the setup.
+	give_up "the service refused the report (HTTP $code): $(detail)"
+	;;
+esac

@@ -1,0 +1,180 @@
+#!/bin/bash
+# shellcheck disable=SC2016  # $names in single quotes are jq variables, not shell ones
+# Joulecast sacct import (example): sends the jobs that finished since the
+# last successful run to POST /v1/import/sacct, where they become runs (the
+# history the predictions learn from, and the energy the budgets count).
+#
+# Run by joulecast-sacct-import.timer every 15 minutes, or from cron:
+#   */15 * * * * joulecast-import /usr/local/libexec/joulecast/sacct-import.sh
+#
+# The window: from the end of the last imported window (kept in
+# $STATE_DIR/last-end, seconds since the epoch) minus an overlap, to now
+# minus a settling delay; the first run looks back JOULECAST_FIRST_LOOKBACK_S.
+# Re-importing a job adds nothing (the service is idempotent on source and
+# job id), so overlapping windows are safe, and they catch records that
+# reached slurmdbd late. The state only advances after the service accepted
+# the window; a long outage is caught up in windows of at most
+# JOULECAST_MAX_WINDOW_S.
+#
+# sacct runs with TZ=UTC, so that Start and End (printed in local time) are
+# UTC, which is what the importer assumes. With --state, sacct selects jobs
+# by their state within the window (for COMPLETED: jobs that completed in it;
+# see sacct(1)); job steps are kept, the importer folds them into their job.
+# ConsumedEnergyRaw is only filled when Slurm gathers energy
+# (AcctGatherEnergyType); the importer skips jobs without it.
+#
+# --allusers needs a user that may see every job: root, SlurmUser, a user
+# with AdminLevel=Operator in slurmdbd, or any user when slurmdbd's
+# PrivateData does not include "jobs".
+#
+# Settings: the defaults below, overridden by /etc/slurm/joulecast-slurm.conf
+# (shell syntax). Needs bash, sacct, curl, jq, flock and GNU date.
+
+set -euo pipefail
+export PATH=/usr/bin:/bin:/usr/sbin:/sbin
+umask 077
+
+JOULECAST_URL="http://joulecast.example.org:8080"
+# An `ingest` token. Under systemd it comes from LoadCredential= instead.
+JOULECAST_INGEST_TOKEN_FILE="/etc/joulecast/slurm-ingest.token"
+JOULECAST_IMPORT_TIMEOUT_S=300
+# The job's system in Joulecast, as the prolog reports it (SLURM_CLUSTER_NAME);
+# empty: ClusterName from `scontrol show config`.
+JOULECAST_SOURCE=""
+# jobname, comment or wckey: where the application tag comes from.
+JOULECAST_APP_FROM=jobname
+JOULECAST_STATES=COMPLETED
+JOULECAST_OVERLAP_S=1800
+JOULECAST_SETTLE_S=300
+JOULECAST_FIRST_LOOKBACK_S=7200
+JOULECAST_MAX_WINDOW_S=86400
+JOULECAST_STATE_DIR=${STATE_DIRECTORY:-/var/lib/joulecast-import}
+JOULECAST_SACCT=sacct
+JOULECAST_CURL=curl
+JOULECAST_JQ=jq
+
+conf=${JOULECAST_SLURM_CONF:-/etc/slurm/joulecast-slurm.conf}
+if [[ -r $conf ]]; then
+	# shellcheck source=/dev/null
+	. "$conf"
+fi
+
+log() { # priority message...
+	local priority=$1
+	shift
+	# Under systemd, standard error goes to the journal already.
+	if [[ -z ${INVOCATION_ID:-} ]]; then
+		logger -t joulecast-sacct-import -p "daemon.$priority" -- "$*" 2>/dev/null || true
+	fi
+	printf '%s: %s\n' "$priority" "$*" >&2
+}
+
+die() {
+	log err "$*"
+	exit 1
+}
+
+for tool in "$JOULECAST_SACCT" "$JOULECAST_CURL" "$JOULECAST_JQ" flock date; do
+	command -v "$tool" >/dev/null || die "$tool not found"
+done
+case $JOULECAST_APP_FROM in
+jobname) extra_field="" ;;
+comment) extra_field=",Comment" ;;
+wckey) extra_field=",WCKey" ;;
+*) die "JOULECAST_APP_FROM must be jobname, comment or wckey" ;;
+esac
+for n in JOULECAST_OVERLAP_S JOULECAST_SETTLE_S JOULECAST_FIRST_LOOKBACK_S JOULECAST_MAX_WINDOW_S; do
+	[[ ${!n} =~ ^[0-9]+$ ]] || die "$n must be a number of seconds"
+done
+((JOULECAST_MAX_WINDOW_S > JOULECAST_OVERLAP_S)) || die "JOULECAST_MAX_WINDOW_S must exceed JOULECAST_OVERLAP_S"
+
+token_file=$JOULECAST_INGEST_TOKEN_FILE
+if [[ -n ${CREDENTIALS_DIRECTORY:-} && -r $CREDENTIALS_DIRECTORY/ingest.token ]]; then
+	token_file=$CREDENTIALS_DIRECTORY/ingest.token
+fi
+token=""
+if [[ -r $token_file ]]; then
+	read -r token <"$token_file" || true
+fi
+[[ $token =~ ^[A-Za-z0-9._~+/=-]+$ ]] || die "no valid token in $token_file"
+
+source_name=$JOULECAST_SOURCE
+if [[ -z $source_name ]]; then
+	source_name=$(scontrol show config 2>/dev/null | awk -F' *= *' '$1 == "ClusterName" { print $2; exit }') || true
+fi
+[[ -n $source_name ]] || die "set JOULECAST_SOURCE (ClusterName could not be read)"
+
+query=$("$JOULECAST_JQ" -rn --arg a "$JOULECAST_APP_FROM" --arg s "$source_name" --arg st "$JOULECAST_STATES" \
+	'"app_from=\($a | @uri)&source=\($s | @uri)&states=\($st | @uri)"')
+format="JobID,JobName,Account,Partition,NNodes,NodeList,State,Start,End,ElapsedRaw,ConsumedEnergyRaw,Cluster$extra_field"
+
+[[ -d $JOULECAST_STATE_DIR && -w $JOULECAST_STATE_DIR ]] ||
+	die "the state directory $JOULECAST_STATE_DIR is missing or not writable"
+state_file=$JOULECAST_STATE_DIR/last-end
+exec 9>"$JOULECAST_STATE_DIR/lock"
+if ! flock -n 9; then
+	log info "another import is running; nothing to do"
+	exit 0
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+utc() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%S; }
+
+# Imports the jobs of one window [$1, $2] (epoch seconds).
+import_window() {
+	local from=$1 to=$2 code records
+	if ! TZ=UTC "$JOULECAST_SACCT" --allusers --parsable2 --format="$format" \
+		--starttime "$(utc "$from")" --endtime "$(utc "$to")" \
+		--state="$JOULECAST_STATES" >"$tmp/sacct.txt" 2>"$tmp/sacct.err"; then
+		log err "sacct failed for $(utc "$from")..$(utc "$to") UTC: $(head -c 500 "$tmp/sacct.err")"
+		return 1
+	fi
+	records=$(($(wc -l <"$tmp/sacct.txt") - 1))
+	if ((records <= 0)); then
+		log info "$(utc "$from")..$(utc "$to") UTC: no finished jobs"
+		return 0
+	fi
+	code=$("$JOULECAST_CURL" --disable -sS --proto =http,https \
+		--max-time "$JOULECAST_IMPORT_TIMEOUT_S" --connect-timeout 10 \
+		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
+		-H 'Content-Type: text/plain' -H 'Accept: application/json' \
+		--data-binary @"$tmp/sacct.txt" -o "$tmp/answer" -w '%{http_code}' \
+		"$JOULECAST_URL/v1/import/sacct?$query" 2>"$tmp/curl.err") || true
+	if [[ $code != 200 ]]; then
+		log err "import of $(utc "$from")..$(utc "$to") UTC failed (HTTP ${code:-000}):" \
+			"$("$JOULECAST_JQ" -r '.detail // empty' "$tmp/answer" 2>/dev/null | head -c 300)" \
+			"$(head -c 300 "$tmp/curl.err")"
+		return 1
+	fi
+	log info "$(utc "$from")..$(utc "$to") UTC: $("$JOULECAST_JQ" -r \
+		'"\(.lines) lines: \(.created) created, \(.duplicate) duplicate, \(.skipped | length) skipped, \(.steps) steps"' \
+		"$tmp/answer" 2>/dev/null || echo "imported")"
+	"$JOULECAST_JQ" -r '.skipped[:20][]? | "skipped line \(.line) (job \(.job_id)): \(.reason)"' \
+		"$tmp/answer" 2>/dev/null | while IFS= read -r line; do log info "$line"; done
+	return 0
+}
+
+now=$(date +%s)
+until_s=$((now - JOULECAST_SETTLE_S))
+last=""
+if [[ -r $state_file ]]; then
+	read -r last <"$state_file" || true
+fi
+if [[ $last =~ ^[0-9]+$ ]]; then
+	from=$((last - JOULECAST_OVERLAP_S))
+else
+	from=$((until_s - JOULECAST_FIRST_LOOKBACK_S))
+fi
+
+while ((from < until_s)); do
+	to=$((from + JOULECAST_MAX_WINDOW_S))
+	((to > until_s)) && to=$until_s
+	import_window "$from" "$to" || exit 1
+	printf '%s\n' "$to" >"$state_file.new"
+	mv -f "$state_file.new" "$state_file"
+	((to >= until_s)) && break
+	from=$((to - JOULECAST_OVERLAP_S))
+done
+exit 0
