@@ -714,12 +714,12 @@ pub(super) async fn node_answers(
     aggregate: AggregateName,
 ) -> ApiResult<(Option<ApcBounds>, Option<NodeSet>)> {
     if let Some(list) = &scope.list {
-        let known = crate::store::nodes::known(&state.pool, list).await?;
-        let known: std::collections::HashSet<&str> = known.iter().map(String::as_str).collect();
+        // The registry as the in-memory load has it (see `cache`).
+        let load = super::power::current_load(state).await?;
         let unknown: Vec<&str> = list
             .iter()
             .map(String::as_str)
-            .filter(|n| !known.contains(n))
+            .filter(|n| !load.is_registered(n))
             .collect();
         if !unknown.is_empty() {
             let shown = unknown

@@ -261,14 +261,6 @@ pub async fn powers(
     .await
 }
 
-/// Those of `names` that are in the registry.
-pub async fn known(executor: impl PgExecutor<'_>, names: &[String]) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar("SELECT name FROM nodes WHERE name = ANY($1)")
-        .bind(names)
-        .fetch_all(executor)
-        .await
-}
-
 /// The vendor peak powers the registry knows (of one partition, when given).
 pub async fn peaks(
     executor: impl PgExecutor<'_>,

@@ -93,6 +93,8 @@ pub struct Load {
     nodes: Vec<NodeIdle>,
     /// Nodes some job names.
     held: HashSet<String>,
+    /// Every registered node's name.
+    registered: HashSet<String>,
 }
 
 impl Load {
@@ -103,7 +105,18 @@ impl Load {
             .flatten()
             .cloned()
             .collect();
-        Load { jobs, nodes, held }
+        let registered = nodes.iter().map(|n| n.name.clone()).collect();
+        Load {
+            jobs,
+            nodes,
+            held,
+            registered,
+        }
+    }
+
+    /// Whether `name` is in the node registry.
+    pub fn is_registered(&self, name: &str) -> bool {
+        self.registered.contains(name)
     }
 
     /// The running jobs of an account.
