@@ -145,20 +145,16 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
         text = std::fs::read_to_string(&args.file)
             .with_context(|| format!("reading {}", args.file.display()))?;
     }
-    if let Some(source) = &args.source {
-        crate::validate::identifier(source, crate::validate::SOURCE_MAX)
-            .map_err(|reason| anyhow::anyhow!("--source {reason}"))?;
-    }
-    let options = crate::sacct::Options {
-        app_from: args.app_from,
-        states: args
-            .states
-            .iter()
-            .map(|s| s.trim().to_ascii_uppercase())
-            .collect(),
-        source: args.source.clone(),
-        utc_offset: args.utc_offset,
-    };
+    let options = crate::sacct::Options::checked(
+        args.app_from,
+        args.states.iter().map(String::as_str),
+        args.source.clone(),
+        args.utc_offset,
+    )
+    .map_err(|errors| {
+        let errors: Vec<String> = errors.iter().map(|e| format!("--{e}")).collect();
+        anyhow::anyhow!(errors.join("; "))
+    })?;
     let db = db::open(global, Sharing::AttachIfRunning).await?;
     let bar = indicatif::ProgressBar::new(0).with_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} runs stored ({eta} left)")

@@ -135,6 +135,45 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Options from a user's choices: `states` upper-cased (each a Slurm
+    /// state name), `source` an identifier. The errors name `states` and
+    /// `source`.
+    pub fn checked<'a>(
+        app_from: AppFrom,
+        states: impl IntoIterator<Item = &'a str>,
+        source: Option<String>,
+        utc_offset: FixedOffset,
+    ) -> Result<Options, Vec<crate::validate::FieldError>> {
+        let mut errors = crate::validate::Errors::default();
+        let states: Vec<String> = states
+            .into_iter()
+            .map(|s| s.trim().to_ascii_uppercase())
+            .collect();
+        if let Some(bad) = states
+            .iter()
+            .find(|s| s.is_empty() || !s.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        {
+            errors.add(
+                "states",
+                format!("{bad:?} is not a Slurm job state (e.g. COMPLETED,TIMEOUT)"),
+            );
+        }
+        if let Some(source) = &source {
+            errors.check(
+                "source",
+                crate::validate::identifier(source, crate::validate::SOURCE_MAX),
+            );
+        }
+        errors.into_result(Options {
+            app_from,
+            states,
+            source,
+            utc_offset,
+        })
+    }
+}
+
 /// A job read as a run, with the line it came from.
 #[derive(Debug, Clone)]
 pub struct Record {

@@ -2,7 +2,7 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
-use chrono::FixedOffset;
+use chrono::{FixedOffset, Offset, Utc};
 use clap::ValueEnum;
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -13,7 +13,7 @@ use super::error::{ApiError, ApiResult, Problem};
 use super::extract::Query;
 use crate::import::{self, ImportError, Summary};
 use crate::sacct::{AppFrom, Options};
-use crate::validate::{self, FieldError};
+use crate::validate::FieldError;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -35,51 +35,34 @@ impl SacctParams {
     /// The import options, or every parameter at fault.
     pub fn options(self) -> Result<Options, Vec<FieldError>> {
         let mut problems = Vec::new();
-        let mut options = Options::default();
-        if let Some(field) = self.app_from {
-            match AppFrom::from_str(&field, true) {
-                Ok(from) => options.app_from = from,
-                Err(_) => problems.push(FieldError::new(
+        let app_from = match self.app_from {
+            None => AppFrom::default(),
+            Some(field) => AppFrom::from_str(&field, true).unwrap_or_else(|_| {
+                problems.push(FieldError::new(
                     "app_from",
                     format!("must be jobname, comment or wckey (got {field:?})"),
-                )),
-            }
-        }
-        if let Some(source) = self.source {
-            match validate::identifier(&source, validate::SOURCE_MAX) {
-                Ok(()) => options.source = Some(source),
-                Err(reason) => problems.push(FieldError::new("source", reason)),
-            }
-        }
-        if let Some(states) = self.states {
-            let states: Vec<String> = states
-                .split(',')
-                .map(|s| s.trim().to_ascii_uppercase())
-                .collect();
-            match states
-                .iter()
-                .find(|s| s.is_empty() || !s.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
-            {
-                Some(bad) => problems.push(FieldError::new(
-                    "states",
-                    format!("{bad:?} is not a Slurm job state (e.g. COMPLETED,TIMEOUT)"),
-                )),
-                None => options.states = states,
-            }
-        }
-        if let Some(offset) = self.utc_offset {
-            match offset.parse::<FixedOffset>() {
-                Ok(offset) => options.utc_offset = offset,
-                Err(_) => problems.push(FieldError::new(
+                ));
+                AppFrom::default()
+            }),
+        };
+        let utc_offset = match self.utc_offset {
+            None => Utc.fix(),
+            Some(offset) => offset.parse::<FixedOffset>().unwrap_or_else(|_| {
+                problems.push(FieldError::new(
                     "utc_offset",
                     format!("must be an offset such as +01:00 or -05:00 (got {offset:?})"),
-                )),
+                ));
+                Utc.fix()
+            }),
+        };
+        let states = self.states.as_deref().unwrap_or("COMPLETED").split(',');
+        match Options::checked(app_from, states, self.source, utc_offset) {
+            Ok(options) if problems.is_empty() => Ok(options),
+            Ok(_) => Err(problems),
+            Err(more) => {
+                problems.extend(more);
+                Err(problems)
             }
-        }
-        if problems.is_empty() {
-            Ok(options)
-        } else {
-            Err(problems)
         }
     }
 }

@@ -179,6 +179,22 @@ async fn the_command_line_imports_a_file_and_standard_input() {
         "{stdout}"
     );
 
+    // The command line checks states as the endpoint does.
+    let output = Command::new(bin)
+        .args([
+            "import",
+            "sacct",
+            FIXTURE,
+            "--states",
+            "COMPLETED,,",
+            "--database-url",
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--states"));
+
     // A file without a header is an error, not a silent nothing.
     let output = Command::new(bin)
         .args(["import", "sacct", "/dev/null", "--database-url", &url])
