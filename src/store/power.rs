@@ -9,8 +9,7 @@ use sqlx::{PgConnection, PgExecutor};
 /// A scope's power totals at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Draw {
-    /// Running jobs of the scope and Σ of their reserved power.
-    pub jobs: i64,
+    /// Σ of the scope's running jobs' reserved power.
     pub reserved_w: f64,
     /// Nodes held by jobs reported without a node list.
     pub anonymous_nodes: i64,
@@ -133,7 +132,6 @@ impl Load {
         let in_scope = |p: &Option<String>| partition.is_none() || p.as_deref() == partition;
         let mut draw = Draw::default();
         for job in self.jobs.iter().filter(|j| in_scope(&j.partition)) {
-            draw.jobs += 1;
             draw.reserved_w += job.reserved_w;
             if job.node_list.is_none() {
                 draw.anonymous_nodes += i64::from(job.nodes);
