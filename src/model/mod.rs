@@ -6,10 +6,14 @@
 pub mod bounds;
 pub mod capacity;
 pub mod classify;
+pub mod efficiency;
+pub mod expectation;
 pub mod fit;
 pub mod lsq;
 pub mod physics;
+pub mod pmnf;
 pub mod predictor;
+pub mod search;
 pub mod synth;
 pub mod theory;
 
