@@ -11,7 +11,9 @@ use std::time::Duration;
 use anyhow::Context;
 use sqlx::PgPool;
 
-use crate::config::{Cli, Command, GlobalArgs, ImportCommand, SacctArgs, ServeArgs, TokenCommand};
+use crate::config::{
+    Cli, Command, GlobalArgs, ImportCommand, ModelArgs, SacctArgs, ServeArgs, TokenCommand,
+};
 use crate::db::{self, Sharing};
 use crate::tokens::{self, Scope};
 use crate::{http, server, store, telemetry};
@@ -33,6 +35,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", report.to_markdown());
             Ok(ExitCode::SUCCESS)
         }
+        Some(Command::Model(args)) => model(&args),
         Some(Command::Openapi) => {
             let spec = http::openapi().to_pretty_json()?;
             println!("{spec}");
@@ -231,4 +234,143 @@ async fn bootstrap_admin_token(pool: &PgPool, file: &Path) -> anyhow::Result<()>
         "created the first admin token; read it from this file (mode 0600)"
     );
     Ok(())
+}
+
+/// `joulecast model FILE`: the scaling model of each series of an Extra-P
+/// file. Bad input is reported with its line or option, exit code 2.
+fn model(args: &ModelArgs) -> anyhow::Result<ExitCode> {
+    use crate::http::models::{self, AskInput, ScalingModel};
+
+    let name = args.file.display().to_string();
+    let text = if name == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+    } else {
+        std::fs::read_to_string(&args.file).with_context(|| format!("reading {name}"))?
+    };
+    let experiment = match crate::extrap::parse(&text) {
+        Ok(experiment) => experiment,
+        Err(e) => {
+            eprintln!("joulecast: {name}: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let ask = AskInput {
+        targets: args.targets.clone(),
+        expectation: args.expectation.clone(),
+        deviation_limit: args.deviation_limit.clone(),
+        exponents: args.exponents.clone(),
+        log_powers: args.log_powers.clone(),
+        negative: args.negative,
+        max_terms: args.max_terms,
+    }
+    .check();
+    let ask = match ask {
+        Ok(ask) => ask,
+        Err(errors) => {
+            for e in errors {
+                eprintln!("joulecast: --{}: {}", e.field.replace('_', "-"), e.reason);
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+
+    #[derive(serde::Serialize)]
+    struct Timed {
+        #[serde(flatten)]
+        model: ScalingModel,
+        seconds_per_model: f64,
+    }
+    let mut answers = Vec::with_capacity(experiment.series.len());
+    for series in experiment.series {
+        let observations = series.observations();
+        let started = std::time::Instant::now();
+        let mut answer = None;
+        for _ in 0..args.repeat {
+            answer = Some(models::answer(
+                &observations,
+                &ask,
+                series.region.clone(),
+                series.metric.clone(),
+            ));
+        }
+        let seconds_per_model = started.elapsed().as_secs_f64() / f64::from(args.repeat);
+        match answer.expect("repeat is at least 1") {
+            Ok(model) => answers.push(Timed {
+                model,
+                seconds_per_model,
+            }),
+            Err(e) => {
+                let label = [series.region.as_deref(), series.metric.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join(" / ");
+                eprintln!("joulecast: {name}: {label}: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "models": answers }))?;
+        writeln!(out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for Timed {
+        model: answer,
+        seconds_per_model,
+    } in &answers
+    {
+        let label = [answer.region.as_deref(), answer.metric.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let m = &answer.model;
+        if !label.is_empty() {
+            writeln!(out, "{label}")?;
+        }
+        writeln!(out, "  model        {}    {}", m.formula, m.big_o)?;
+        writeln!(
+            out,
+            "  data         {} values at {} points, p {} to {}",
+            answer.observations, answer.points, answer.p_min, answer.p_max
+        )?;
+        let optional = |v: Option<f64>| v.map_or("-".to_owned(), crate::model::pmnf::number);
+        writeln!(
+            out,
+            "  fit          RSS {}, adjusted R² {}, SMAPE {} %, cross-validated {} %",
+            crate::model::pmnf::number(m.rss),
+            optional(m.adjusted_r2),
+            crate::model::pmnf::number(m.smape_pct),
+            optional(m.cv_smape_pct)
+        )?;
+        for p in &answer.predictions {
+            writeln!(
+                out,
+                "  p = {:<8} {}{}",
+                p.p,
+                crate::model::pmnf::number(p.value),
+                if p.extrapolated {
+                    " (extrapolated)"
+                } else {
+                    ""
+                }
+            )?;
+        }
+        if let Some(e) = &answer.expectation {
+            writeln!(
+                out,
+                "  expectation  {}: {:?}, δ(p) = {}",
+                e.expected, e.outcome, e.divergence
+            )?;
+        }
+        writeln!(
+            out,
+            "  search       {} hypotheses in {:.3} ms",
+            m.hypotheses,
+            seconds_per_model * 1e3
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

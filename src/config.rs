@@ -50,6 +50,46 @@ pub enum Command {
     /// Run the accuracy suite on synthetic histories and print its report
     /// (markdown, as kept in docs/accuracy.md). Needs no database.
     Accuracy(AccuracyArgs),
+    /// Search the empirical scaling model of each series of an Extra-P
+    /// single-parameter text file (PARAMETER / POINTS / DATA, optional
+    /// REGION and METRIC) and print it. Needs no database.
+    Model(ModelArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// The Extra-P text file, or `-` for standard input.
+    pub file: PathBuf,
+    /// Values of p to predict at, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub targets: Vec<f64>,
+    /// Expected growth in big-O, e.g. 'O(p log p)'.
+    #[arg(long)]
+    pub expectation: Option<String>,
+    /// How much faster than expected is still approximate (default 'O(log p)').
+    #[arg(long)]
+    pub deviation_limit: Option<String>,
+    /// Exponent set, comma-separated fractions (default: design.md §6.2's 19
+    /// from 0 to 3).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    pub exponents: Option<Vec<String>>,
+    /// Powers of log2 p, comma-separated, each 0 to 2 (default 0,1,2).
+    #[arg(long, value_delimiter = ',')]
+    pub log_powers: Option<Vec<i64>>,
+    /// Whether negative exponents are hypotheses (default auto: when the data
+    /// fall with p).
+    #[arg(long, value_enum)]
+    pub negative: Option<crate::http::models::NegativeName>,
+    /// Terms besides the constant: 1 or 2 (default 2).
+    #[arg(long)]
+    pub max_terms: Option<i64>,
+    /// Print JSON (the `models` of `POST /v1/models/search`, each with
+    /// `seconds_per_model`) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Search each series this many times and report the mean time.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub repeat: u32,
 }
 
 #[derive(Debug, Args)]

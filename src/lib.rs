@@ -7,6 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod embedded;
+pub mod extrap;
 pub mod hostlist;
 pub mod http;
 pub mod import;

@@ -26,11 +26,13 @@ pub mod auth;
 pub mod budgets;
 pub mod capacity;
 pub mod caps;
+pub mod efficiency;
 pub mod error;
 pub mod extract;
 pub mod health;
 pub mod imports;
 pub mod jobs;
+pub mod models;
 pub mod nodes;
 mod openapi;
 pub mod page;
@@ -142,6 +144,14 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(nodes::get_node, nodes::put_node))
         .routes(routes!(nodes::post_samples))
         .routes(routes!(nodes::get_classification))
+        .routes(routes!(
+            efficiency::post_efficiency,
+            efficiency::get_efficiency
+        ))
+        .routes(routes!(efficiency::get_scalability))
+        .routes(routes!(models::search_models))
+        .routes(routes!(models::get_scaling_model))
+        .routes(routes!(models::check_rules))
 }
 
 /// The OpenAPI document of the service.

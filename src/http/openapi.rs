@@ -25,6 +25,7 @@ use utoipa::{Modify, OpenApi};
         (name = "power", description = "Power caps and headroom"),
         (name = "budgets", description = "Energy budgets per account"),
         (name = "jobs", description = "Jobs in flight: start, finish, cancel"),
+        (name = "scalability", description = "Empirical scaling models, expectations, efficiency factors"),
         (name = "nodes", description = "Node registry, power samples and power classification"),
         (name = "tokens", description = "API tokens (admin)"),
         (name = "health", description = "Liveness and readiness"),

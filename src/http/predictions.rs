@@ -29,7 +29,7 @@ const MAX_NAMES_SHOWN: usize = 20;
 /// Most points of one curve.
 pub const MAX_CURVE_POINTS: usize = 1000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum MetricName {
     /// Energy-to-Solution (J)

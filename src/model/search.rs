@@ -269,24 +269,25 @@ pub fn search(observations: &[(f64, f64)], settings: &Settings) -> Result<Found,
     } else {
         settings.max_terms.min(1)
     };
-    let mut scored: Vec<Vec<Scored>> = vec![Vec::new(); max_terms + 1];
-    scored[0].extend(columns.score(&[], [None, None]));
+    // Classes are scored in order of complexity, and a class only when the
+    // simpler ones have not settled the question.
     let n = columns.shapes.len();
-    for a in 0..n {
-        if max_terms >= 1 {
-            scored[1].extend(columns.score(&[a], [Some(a), None]));
-        }
-        if max_terms >= 2 {
-            for b in a + 1..n {
-                scored[2].extend(columns.score(&[a, b], [Some(a), Some(b)]));
-            }
-        }
-    }
-    let hypotheses = scored.iter().map(Vec::len).sum();
-
+    let mut hypotheses = 0;
     let mut chosen: Option<(Model, f64)> = None;
-    for class in &mut scored {
-        let Some((model, scored)) = best_of(class, &columns, positive.then_some(&horizon)) else {
+    for terms in 0..=max_terms {
+        let mut class: Vec<Scored> = match terms {
+            0 => columns.score(&[], [None, None]).into_iter().collect(),
+            1 => (0..n)
+                .filter_map(|a| columns.score(&[a], [Some(a), None]))
+                .collect(),
+            _ => (0..n)
+                .flat_map(|a| (a + 1..n).map(move |b| (a, b)))
+                .filter_map(|(a, b)| columns.score(&[a, b], [Some(a), Some(b)]))
+                .collect(),
+        };
+        hypotheses += class.len();
+        let Some((model, scored)) = best_of(&mut class, &columns, positive.then_some(&horizon))
+        else {
             continue;
         };
         let cv = scored.cv;

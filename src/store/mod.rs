@@ -4,6 +4,7 @@
 pub mod apps;
 pub mod budgets;
 pub mod caps;
+pub mod efficiency;
 pub mod jobs;
 pub mod nodes;
 pub mod power;

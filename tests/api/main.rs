@@ -16,4 +16,5 @@ mod nodes;
 mod power;
 mod predictions;
 mod runs;
+mod scalability;
 mod support;

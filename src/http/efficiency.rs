@@ -1,0 +1,578 @@
+//! Fundamental efficiency factors (design.md §6.1): measurements per
+//! application, region and process count, and their extrapolation.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::AppState;
+use super::apps::find_app;
+use super::auth::{self, Authorized};
+use super::error::{ApiError, ApiResult, Problem};
+use super::extract::{Json, Path, Query};
+use crate::model::efficiency::{self as factors, FactorFit, Family};
+use crate::store::{self, efficiency::MeasurementRow, efficiency::NewMeasurement};
+use crate::validate::{self, Errors};
+
+/// The region of measurements that name none.
+pub const DEFAULT_REGION: &str = "all";
+/// Most measurements per request.
+pub const MAX_MEASUREMENTS: usize = 1000;
+/// The largest process count, measured or asked about.
+pub const MAX_PROCESSES: i64 = 10_000_000;
+/// Most targets per question.
+pub const MAX_TARGETS: usize = 1000;
+
+/// The three factors, in the order of their indices in fits and answers.
+const NAMES: [&str; 3] = ["load_balance", "serialization", "transfer"];
+
+/// One measurement: the three factors, or compute times in place of load
+/// balance.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MeasurementInput {
+    /// The code region (default `all`).
+    #[schema(example = "solver")]
+    pub region: Option<String>,
+    /// Number of processes, ≥ 1.
+    #[schema(minimum = 1, maximum = 10_000_000)]
+    pub processes: i64,
+    /// LB in (0, 1]; give this or `compute_times`.
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
+    pub load_balance: Option<f64>,
+    /// Compute time of each process, seconds (as many as `processes`): load
+    /// balance is then (Σ tᵢ) / (P · max tᵢ).
+    pub compute_times: Option<Vec<f64>>,
+    /// Ser in (0, 1]: the efficiency with an ideal network.
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
+    pub serialization: f64,
+    /// Trf in (0, 1]: CommEff / Ser.
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
+    pub transfer: f64,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MeasurementsInput {
+    /// 1 to 1000 measurements; each replaces any stored at its region and
+    /// process count.
+    pub measurements: Vec<MeasurementInput>,
+}
+
+/// A stored measurement.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Measurement {
+    pub region: String,
+    pub processes: u32,
+    pub load_balance: f64,
+    pub serialization: f64,
+    pub transfer: f64,
+    /// η = LB · Ser · Trf.
+    pub efficiency: f64,
+    /// Whether load balance was computed from compute times.
+    pub from_compute_times: bool,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<MeasurementRow> for Measurement {
+    fn from(r: MeasurementRow) -> Self {
+        Measurement {
+            efficiency: r.load_balance * r.serialization * r.transfer,
+            region: r.region,
+            processes: u32::try_from(r.processes).unwrap_or(0),
+            load_balance: r.load_balance,
+            serialization: r.serialization,
+            transfer: r.transfer,
+            from_compute_times: r.from_compute_times,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Stored {
+    pub app: String,
+    /// Measurements new at their region and process count.
+    pub created: usize,
+    /// Measurements that replaced a stored one.
+    pub replaced: usize,
+    /// The application's measurements now, of the regions written.
+    pub measurements: Vec<Measurement>,
+}
+
+fn factor(errors: &mut Errors, field: &str, value: f64) {
+    if !(value > 0.0 && value <= 1.0) {
+        errors.add(field, format!("must be in (0, 1] (got {value})"));
+    }
+}
+
+fn check(input: MeasurementsInput) -> Result<Vec<NewMeasurement>, Vec<validate::FieldError>> {
+    let mut errors = Errors::default();
+    let count = input.measurements.len();
+    if count == 0 || count > MAX_MEASUREMENTS {
+        errors.add(
+            "measurements",
+            format!("give 1 to {MAX_MEASUREMENTS} measurements (got {count})"),
+        );
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(count);
+    for (k, m) in input.measurements.into_iter().enumerate() {
+        let at = |name: &str| format!("measurements[{k}].{name}");
+        let region = m.region.unwrap_or_else(|| DEFAULT_REGION.to_owned());
+        errors.check(
+            &at("region"),
+            validate::identifier(&region, validate::TAG_MAX),
+        );
+        if !(1..=MAX_PROCESSES).contains(&m.processes) {
+            errors.add(
+                &at("processes"),
+                format!(
+                    "must be between 1 and {MAX_PROCESSES} (got {})",
+                    m.processes
+                ),
+            );
+        } else if !seen.insert((region.clone(), m.processes)) {
+            errors.add(
+                &at("processes"),
+                format!(
+                    "region {region} has a second measurement at {} processes in this request",
+                    m.processes
+                ),
+            );
+        }
+        factor(&mut errors, &at("serialization"), m.serialization);
+        factor(&mut errors, &at("transfer"), m.transfer);
+        let load_balance = match (m.load_balance, &m.compute_times) {
+            (Some(_), Some(_)) => {
+                errors.add(
+                    &at("compute_times"),
+                    "give load_balance or compute_times, not both",
+                );
+                None
+            }
+            (None, None) => {
+                errors.add(&at("load_balance"), "give load_balance or compute_times");
+                None
+            }
+            (Some(lb), None) => {
+                factor(&mut errors, &at("load_balance"), lb);
+                Some(lb)
+            }
+            (None, Some(times)) => {
+                if i64::try_from(times.len()).ok() != Some(m.processes) {
+                    errors.add(
+                        &at("compute_times"),
+                        format!(
+                            "needs one time per process: {} (got {})",
+                            m.processes,
+                            times.len()
+                        ),
+                    );
+                    None
+                } else if let Some((i, t)) = times
+                    .iter()
+                    .enumerate()
+                    .find(|(_, t)| !(t.is_finite() && **t >= 0.0))
+                {
+                    errors.add(
+                        &format!("{}[{i}]", at("compute_times")),
+                        format!("must be a finite time ≥ 0 (got {t})"),
+                    );
+                    None
+                } else {
+                    let lb = factors::load_balance(times);
+                    if lb.is_none_or(|v| v <= 0.0) {
+                        errors.add(&at("compute_times"), "are all zero");
+                    }
+                    lb
+                }
+            }
+        };
+        if let (Some(load_balance), Ok(processes)) = (load_balance, i32::try_from(m.processes)) {
+            out.push(NewMeasurement {
+                region,
+                processes,
+                load_balance,
+                serialization: m.serialization,
+                transfer: m.transfer,
+                compute_times: m.compute_times,
+            });
+        }
+    }
+    errors.into_result(out)
+}
+
+/// Store efficiency-factor measurements of an application.
+///
+/// Each measurement gives load balance, serialization and transfer at one
+/// process count of one region; per-process compute times may stand in for
+/// load balance, which is then computed. A measurement replaces any stored
+/// at its region and process count, so retrying a request changes nothing.
+/// The application is created if it does not exist. All or nothing: one bad
+/// measurement and none is stored.
+#[utoipa::path(post, path = "/v1/apps/{app}/efficiency", tag = "scalability",
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$")),
+    request_body = MeasurementsInput,
+    security(("bearer" = ["ingest"])),
+    responses(
+        (status = 201, description = "Stored, some new", body = Stored),
+        (status = 200, description = "Stored, all replacing earlier ones", body = Stored),
+        (status = 400, description = "Malformed JSON or tag", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid measurements", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn post_efficiency(
+    _: Authorized<auth::Ingest>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Json(input): Json<MeasurementsInput>,
+) -> ApiResult<(StatusCode, axum::Json<Stored>)> {
+    validate::identifier(&tag, validate::TAG_MAX)
+        .map_err(|reason| ApiError::bad_request("app", reason))?;
+    let measurements = check(input).map_err(ApiError::Invalid)?;
+    let mut tx = state.pool.begin().await?;
+    let apps = store::apps::ensure_and_lock(&mut tx, &[tag.as_str()]).await?;
+    let app_id = *apps
+        .ids
+        .get(&tag)
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("application {tag} not ensured")))?;
+    let created = store::efficiency::upsert(&mut tx, app_id, &measurements).await?;
+    tx.commit().await?;
+    let mut regions: Vec<&str> = measurements.iter().map(|m| m.region.as_str()).collect();
+    regions.sort_unstable();
+    regions.dedup();
+    let stored = store::efficiency::list(&state.pool, app_id, None)
+        .await?
+        .into_iter()
+        .filter(|r| regions.binary_search(&r.region.as_str()).is_ok())
+        .map(Measurement::from)
+        .collect();
+    let status = if created > 0 {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        axum::Json(Stored {
+            app: tag,
+            created,
+            replaced: measurements.len() - created,
+            measurements: stored,
+        }),
+    ))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct RegionParams {
+    /// One region; all when absent.
+    pub region: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MeasurementList {
+    pub app: String,
+    pub measurements: Vec<Measurement>,
+}
+
+fn check_region(region: Option<&str>) -> ApiResult<()> {
+    if let Some(region) = region {
+        validate::identifier(region, validate::TAG_MAX)
+            .map_err(|reason| ApiError::bad_request("region", reason))?;
+    }
+    Ok(())
+}
+
+/// An application's efficiency measurements.
+#[utoipa::path(get, path = "/v1/apps/{app}/efficiency", tag = "scalability",
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           RegionParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The measurements, by region and process count", body = MeasurementList),
+        (status = 400, description = "Bad tag or region", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_efficiency(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Query(params): Query<RegionParams>,
+) -> ApiResult<axum::Json<MeasurementList>> {
+    check_region(params.region.as_deref())?;
+    let app = find_app(&state, &tag).await?;
+    let rows = store::efficiency::list(&state.pool, app.id, params.region.as_deref()).await?;
+    Ok(axum::Json(MeasurementList {
+        app: app.tag.clone(),
+        measurements: rows.into_iter().map(Measurement::from).collect(),
+    }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ScalabilityParams {
+    /// Process counts to extrapolate to, comma-separated (default: 2× and
+    /// 16× the largest measured).
+    pub targets: Option<String>,
+    /// One region; all when absent.
+    pub region: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FamilyName {
+    /// a0 / (f + (1 − f)·P)
+    Amdahl,
+    /// a0·P / ((1 − f) + f·(2P − 1))
+    Pipeline,
+    /// a0
+    Constant,
+}
+
+impl From<Family> for FamilyName {
+    fn from(f: Family) -> Self {
+        match f {
+            Family::Amdahl => FamilyName::Amdahl,
+            Family::Pipeline => FamilyName::Pipeline,
+            Family::Constant => FamilyName::Constant,
+        }
+    }
+}
+
+/// A factor's chosen fit.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct FactorModel {
+    pub family: FamilyName,
+    /// The factor at P = 1.
+    pub a0: f64,
+    /// The shape parameter (`null` for a constant).
+    pub f: Option<f64>,
+    /// Root-mean-square error of the fit.
+    pub rmse: f64,
+    /// Leave-one-out RMSE (with at least 3 process counts), by which the
+    /// family was chosen.
+    pub cv_rmse: Option<f64>,
+    pub points: usize,
+}
+
+impl From<&FactorFit> for FactorModel {
+    fn from(f: &FactorFit) -> Self {
+        FactorModel {
+            family: f.family.into(),
+            a0: f.a0,
+            f: (f.family != Family::Constant).then_some(f.f),
+            rmse: f.rmse,
+            cv_rmse: f.cv_rmse,
+            points: f.points,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct FactorModels {
+    pub load_balance: FactorModel,
+    pub serialization: FactorModel,
+    pub transfer: FactorModel,
+}
+
+/// The factors at one process count.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct FactorsAt {
+    pub processes: u64,
+    pub load_balance: f64,
+    pub serialization: f64,
+    pub transfer: f64,
+    /// η = LB · Ser · Trf.
+    pub efficiency: f64,
+    /// The smallest factor: what limits efficiency there.
+    #[schema(example = "transfer")]
+    pub dominant: String,
+    /// Beyond the largest measured process count.
+    pub extrapolated: bool,
+}
+
+/// Where the dominant factor changes.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct DominantChange {
+    /// The first process count at which `to` dominates.
+    pub processes: u64,
+    pub from: String,
+    pub to: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RegionScalability {
+    pub region: String,
+    /// The measured process counts.
+    pub measured: Vec<u32>,
+    pub factors: FactorModels,
+    pub targets: Vec<FactorsAt>,
+    /// From the smallest measured process count to the largest target.
+    pub dominant_changes: Vec<DominantChange>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Scalability {
+    pub app: String,
+    pub regions: Vec<RegionScalability>,
+}
+
+fn targets_of(text: Option<&str>) -> ApiResult<Option<Vec<u64>>> {
+    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let mut errors = Errors::default();
+    let mut out = Vec::new();
+    for item in text.split(',') {
+        match item.trim().parse::<i64>() {
+            Ok(p) if (1..=MAX_PROCESSES).contains(&p) => out.push(p as u64),
+            _ => errors.add(
+                "targets",
+                format!(
+                    "`{}` is not a process count from 1 to {MAX_PROCESSES}",
+                    item.trim()
+                ),
+            ),
+        }
+    }
+    if out.len() > MAX_TARGETS {
+        errors.add(
+            "targets",
+            format!("at most {MAX_TARGETS} targets (got {})", out.len()),
+        );
+    }
+    errors.into_result(Some(out)).map_err(ApiError::BadRequest)
+}
+
+/// Extrapolate an application's efficiency factors to larger process counts.
+///
+/// For each region, each factor (load balance, serialization, transfer) is
+/// fitted by the Amdahl-like, pipeline or constant law (least squares, values
+/// kept in [0, 1], the family chosen by leave-one-out error) and extrapolated
+/// on its own; parallel efficiency is their product. The answer gives the
+/// factors and efficiency at each target, the dominant (smallest) factor
+/// there, and the process counts where the dominant factor changes.
+#[utoipa::path(get, path = "/v1/apps/{app}/scalability", tag = "scalability",
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           ScalabilityParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The extrapolation, per region", body = Scalability),
+        (status = 400, description = "Bad targets or region", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Unknown application, or no such region", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No efficiency measurements yet", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_scalability(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Query(params): Query<ScalabilityParams>,
+) -> ApiResult<axum::Json<Scalability>> {
+    check_region(params.region.as_deref())?;
+    let targets = targets_of(params.targets.as_deref())?;
+    let app = find_app(&state, &tag).await?;
+    let rows = store::efficiency::list(&state.pool, app.id, params.region.as_deref()).await?;
+    if rows.is_empty() {
+        return Err(match params.region {
+            Some(region) => ApiError::NotFound(format!(
+                "application `{tag}` has no measurements of region `{region}`"
+            )),
+            None => ApiError::invalid(
+                "measurements",
+                format!("application `{tag}` has no efficiency measurements yet"),
+            ),
+        });
+    }
+    let regions = tokio::task::spawn_blocking(move || scalability(&rows, targets.as_deref()))
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("scalability task: {e}")))?;
+    Ok(axum::Json(Scalability {
+        app: app.tag.clone(),
+        regions,
+    }))
+}
+
+/// Fit and extrapolate each region of `rows` (ordered by region).
+fn scalability(rows: &[MeasurementRow], targets: Option<&[u64]>) -> Vec<RegionScalability> {
+    rows.chunk_by(|a, b| a.region == b.region)
+        .map(|rows| {
+            let points = |value: fn(&MeasurementRow) -> f64| -> Vec<(f64, f64)> {
+                rows.iter()
+                    .map(|r| (f64::from(r.processes), value(r)))
+                    .collect()
+            };
+            // Every row has all three factors in (0, 1], so each fit exists.
+            let fits: [FactorFit; 3] = [
+                points(|r| r.load_balance),
+                points(|r| r.serialization),
+                points(|r| r.transfer),
+            ]
+            .map(|p| factors::fit(&p).expect("measurements exist"));
+            let present: Vec<Option<&FactorFit>> = fits.iter().map(Some).collect();
+            let measured: Vec<u32> = rows
+                .iter()
+                .map(|r| u32::try_from(r.processes).unwrap_or(0))
+                .collect();
+            let (smallest, largest) = (
+                u64::from(measured[0]),
+                u64::from(*measured.last().unwrap_or(&1)),
+            );
+            let targets: Vec<u64> =
+                targets.map_or_else(|| vec![2 * largest, 16 * largest], <[u64]>::to_vec);
+            let at = |p: u64| {
+                let values = factors::factors_at(&present, p as f64);
+                let [lb, ser, trf] = [0, 1, 2].map(|k| values[k].unwrap_or(f64::NAN));
+                FactorsAt {
+                    processes: p,
+                    load_balance: lb,
+                    serialization: ser,
+                    transfer: trf,
+                    efficiency: lb * ser * trf,
+                    dominant: NAMES[factors::dominant(&values).unwrap_or(0)].to_owned(),
+                    extrapolated: p > largest,
+                }
+            };
+            let scan_to = targets
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(largest)
+                .max(largest);
+            RegionScalability {
+                region: rows[0].region.clone(),
+                factors: FactorModels {
+                    load_balance: (&fits[0]).into(),
+                    serialization: (&fits[1]).into(),
+                    transfer: (&fits[2]).into(),
+                },
+                targets: targets.iter().map(|&p| at(p)).collect(),
+                dominant_changes: factors::change_points(&present, smallest, scan_to)
+                    .into_iter()
+                    .map(|c| DominantChange {
+                        processes: c.processes,
+                        from: NAMES[c.from].to_owned(),
+                        to: NAMES[c.to].to_owned(),
+                    })
+                    .collect(),
+                measured,
+            }
+        })
+        .collect()
+}
