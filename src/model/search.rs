@@ -275,7 +275,7 @@ pub fn search(observations: &[(f64, f64)], settings: &Settings) -> Result<Found,
     let mut hypotheses = 0;
     let mut chosen: Option<(Model, f64)> = None;
     for terms in 0..=max_terms {
-        let mut class: Vec<Scored> = match terms {
+        let class: Vec<Scored> = match terms {
             0 => columns.score(&[], [None, None]).into_iter().collect(),
             1 => (0..n)
                 .filter_map(|a| columns.score(&[a], [Some(a), None]))
@@ -286,8 +286,7 @@ pub fn search(observations: &[(f64, f64)], settings: &Settings) -> Result<Found,
                 .collect(),
         };
         hypotheses += class.len();
-        let Some((model, scored)) = best_of(&mut class, &columns, positive.then_some(&horizon))
-        else {
+        let Some((model, scored)) = best_of(&class, &columns, positive.then_some(&horizon)) else {
             continue;
         };
         let cv = scored.cv;
@@ -402,7 +401,7 @@ impl Scored {
 /// ranked by fewer log factors first, then by SMAPE; the rest follow by SMAPE.
 /// The first whose model passes the horizon check (when there is one) is kept.
 fn best_of(
-    class: &mut [Scored],
+    class: &[Scored],
     columns: &Columns,
     horizon: Option<&Horizon>,
 ) -> Option<(Model, Scored)> {
@@ -415,24 +414,39 @@ fn best_of(
             s.cv <= best * (1.0 + TIE)
         }
     };
-    class.sort_by(|a, b| {
-        tied(b)
-            .cmp(&tied(a))
-            .then_with(|| {
-                if tied(a) && tied(b) {
-                    columns.log_powers(a).cmp(&columns.log_powers(b))
-                } else {
-                    std::cmp::Ordering::Equal
-                }
-            })
-            .then(a.cv.total_cmp(&b.cv))
-    });
-    class.iter().find_map(|s| {
+    let acceptable = |s: &Scored| {
         let model = columns.model(s)?;
         horizon
             .is_none_or(|h| h.positive(&model))
             .then_some((model, *s))
-    })
+    };
+    // The tied few first, ranked; the rest (sorted only if none of the tied
+    // passes) by SMAPE.
+    let (mut first, mut rest): (Vec<Scored>, Vec<Scored>) = class.iter().partition(|s| tied(s));
+    first.sort_by_cached_key(|s| (columns.log_powers(s), Ordered(s.cv)));
+    if let Some(found) = first.iter().find_map(acceptable) {
+        return Some(found);
+    }
+    rest.sort_unstable_by(|a, b| a.cv.total_cmp(&b.cv));
+    rest.iter().find_map(acceptable)
+}
+
+/// An f64 ordered by `total_cmp`, as a sort key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Ordered(f64);
+
+impl Eq for Ordered {}
+
+impl PartialOrd for Ordered {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ordered {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
 /// Log-spaced p values over which a model of positive data must stay positive.
@@ -464,6 +478,8 @@ struct Columns<'a> {
     w: Vec<f64>,
     /// Standard errors of the means, when the points are repeated.
     errors: Option<&'a [f64]>,
+    /// A column of zeros, standing in for absent terms.
+    zeros: Vec<f64>,
     shapes: Vec<Shape>,
     scale: Vec<f64>,
     /// Column-major: values[t * m + k] is term t at point k.
@@ -534,6 +550,7 @@ impl<'a> Columns<'a> {
             w_sum: w.iter().sum(),
             w,
             errors,
+            zeros: vec![0.0; m],
             shapes: kept,
             scale,
             values,
@@ -574,7 +591,7 @@ impl<'a> Columns<'a> {
         for a in 0..q {
             beta[a] = (0..q).map(|b| inverse[a][b] * r[b]).sum();
         }
-        Some(Solved { q, beta, inverse })
+        Some(Solved { beta, inverse })
     }
 
     /// The constant plus `terms` fitted and scored: the leave-one-out
@@ -582,19 +599,23 @@ impl<'a> Columns<'a> {
     /// (near) singular or one point alone determines the fit.
     fn score(&self, terms: &[usize], ids: [Option<usize>; 2]) -> Option<Scored> {
         let solved = self.solve(terms)?;
-        let (m, q) = (self.m(), solved.q);
+        let m = self.m();
+        // Absent terms are a zero column with zero coefficients, so one
+        // branch-free loop serves every class.
+        let column = |a: usize| terms.get(a).map_or(&self.zeros[..], |&t| self.column(t));
+        let (ua, ub) = (column(0), column(1));
+        let [b0, b1, b2] = solved.beta;
+        let g = solved.inverse;
         let mut smapes = 0.0;
         let mut noise = 0.0;
-        let mut x = [1.0f64; 3];
-        for (k, &actual) in self.y.iter().enumerate() {
-            for (a, &t) in terms.iter().enumerate() {
-                x[a + 1] = self.values[t * m + k];
-            }
-            let fitted: f64 = (0..q).map(|a| solved.beta[a] * x[a]).sum();
-            let leverage: f64 = self.w[k]
-                * (0..q)
-                    .map(|a| x[a] * (0..q).map(|b| solved.inverse[a][b] * x[b]).sum::<f64>())
-                    .sum::<f64>();
+        for k in 0..m {
+            let (actual, xa, xb) = (self.y[k], ua[k], ub[k]);
+            let fitted = b0 + b1 * xa + b2 * xb;
+            let leverage = self.w[k]
+                * (g[0][0]
+                    + g[1][1] * xa * xa
+                    + g[2][2] * xb * xb
+                    + 2.0 * (g[0][1] * xa + g[0][2] * xb + g[1][2] * xa * xb));
             let left = 1.0 - leverage;
             if left <= 1e-9 {
                 return None;
@@ -645,7 +666,6 @@ impl<'a> Columns<'a> {
 }
 
 struct Solved {
-    q: usize,
     beta: [f64; 3],
     inverse: [[f64; 3]; 3],
 }

@@ -1,5 +1,6 @@
 //! Criterion benchmarks of the model: fitting histories of 10 to 10,000 runs,
-//! and a prediction from a fitted (warm) model. `cargo bench --bench fit`.
+//! a prediction from a fitted (warm) model, and the empirical model search of
+//! design.md §6.2. `cargo bench --bench fit`.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use joulecast::model::synth::{self, SyntheticApp};
@@ -61,5 +62,58 @@ fn warm_prediction(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, fit, warm_prediction);
+/// The model search on the shapes it meets: repeated measurements (where one
+/// term settles it), single values (every two-term hypothesis is scored),
+/// and an application's stored runs.
+fn model_search(c: &mut Criterion) {
+    use joulecast::model::search::{Settings, search};
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut noisy = |f: &dyn Fn(f64) -> f64, p: &[f64], reps: usize| -> Vec<(f64, f64)> {
+        p.iter()
+            .flat_map(|&x| (0..reps).map(move |_| x))
+            .map(|x| {
+                (
+                    x,
+                    f(x) * (1.0 + rand::Rng::random_range(&mut rng, -0.02..=0.02)),
+                )
+            })
+            .collect()
+    };
+    let five = [4.0, 8.0, 16.0, 32.0, 64.0];
+    let nine: Vec<f64> = (1..=9).map(|k| f64::from(1 << k)).collect();
+    let cases = [
+        (
+            "rising, 5 points x 5 repetitions",
+            noisy(&|p| 10.0 + 2.5 * p, &five, 5),
+        ),
+        (
+            "falling, 5 points x 5 repetitions",
+            noisy(&|p| 20.0 + 980.0 / p, &five, 5),
+        ),
+        (
+            "rising, 5 single values",
+            noisy(&|p| 10.0 + 2.5 * p, &five, 1),
+        ),
+        (
+            "falling, 5 single values",
+            noisy(&|p| 20.0 + 980.0 / p, &five, 1),
+        ),
+        (
+            "U-shaped, 9 single values",
+            noisy(&|p| 200.0 + 4000.0 / p + 2.0 * p, &nine, 1),
+        ),
+        (
+            "1000 runs at 9 node counts",
+            noisy(&|p| 20.0 + 980.0 / p, &nine, 111),
+        ),
+    ];
+    let mut group = c.benchmark_group("model_search");
+    for (name, observations) in &cases {
+        group.bench_with_input(BenchmarkId::from_parameter(name), observations, |b, obs| {
+            b.iter(|| search(std::hint::black_box(obs), &Settings::default()))
+        });
+    }
+}
+
+criterion_group!(benches, fit, warm_prediction, model_search);
 criterion_main!(benches);
