@@ -526,6 +526,8 @@ async fn bad_efficiency_input_is_refused_whole_and_named() {
     // Questions about what is not there.
     let reply = app.get("/v1/apps/bad/scalability", &app.read).await;
     reply.assert_problem(StatusCode::NOT_FOUND);
+    let reply = app.get("/v1/apps/bad/efficiency", &app.read).await;
+    reply.assert_problem(StatusCode::NOT_FOUND);
     app.post(
         "/v1/apps/bad/efficiency",
         &app.ingest,
