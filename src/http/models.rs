@@ -523,6 +523,11 @@ pub async fn search_models(
     Json(request): Json<SearchRequest>,
 ) -> ApiResult<axum::Json<SearchAnswer>> {
     let mut errors = Errors::default();
+    let field = if request.extrap.is_some() {
+        "extrap"
+    } else {
+        "points"
+    };
     let series = request_series(request.points, request.extrap, &mut errors);
     let ask = AskInput {
         targets: request.targets,
@@ -543,14 +548,6 @@ pub async fn search_models(
         }
     };
     errors.into_result(()).map_err(ApiError::Invalid)?;
-    let field = if series
-        .first()
-        .is_some_and(|s| s.0.is_some() || s.1.is_some())
-    {
-        "extrap"
-    } else {
-        "points"
-    };
     let models = tokio::task::spawn_blocking(move || {
         series
             .into_iter()
