@@ -188,6 +188,11 @@ async fn bad_searches_name_the_field_and_the_reason() {
             "line 4: DATA: `x` is not a finite number",
         ),
         (
+            json!({"extrap": "PARAMETER p\nPOINTS 1 2\nDATA 1\nDATA 2"}),
+            "extrap",
+            "at least 3 distinct p values (got 2)",
+        ),
+        (
             json!({"points": three, "colour": 1}),
             "colour",
             "unknown field",
