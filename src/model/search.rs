@@ -657,7 +657,6 @@ impl<'a> Columns<'a> {
             })
             .collect();
         model_terms.sort_by_key(|t| t.shape);
-        debug_assert!(terms.iter().all(|&t| self.column(t).len() == self.m()));
         Some(Model {
             constant: solved.beta[0],
             terms: model_terms,
