@@ -165,17 +165,17 @@ pub struct Found {
 
 /// The observations grouped by distinct p, ascending.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Grouped {
-    pub p: Vec<f64>,
-    pub means: Vec<f64>,
+struct Grouped {
+    p: Vec<f64>,
+    means: Vec<f64>,
     /// Repetitions at each p.
-    pub counts: Vec<usize>,
+    counts: Vec<usize>,
     /// Sample variance at each p (0 with one repetition).
     variances: Vec<f64>,
 }
 
 impl Grouped {
-    pub fn new(observations: &[(f64, f64)]) -> Result<Grouped, SearchError> {
+    fn new(observations: &[(f64, f64)]) -> Result<Grouped, SearchError> {
         if let Some(&(p, _)) = observations
             .iter()
             .find(|(p, _)| !(p.is_finite() && *p > 0.0))
@@ -238,12 +238,6 @@ impl Grouped {
                 .collect(),
         )
     }
-}
-
-/// The mean value at each distinct p, ascending in p.
-pub fn means(observations: &[(f64, f64)]) -> Result<(Vec<f64>, Vec<f64>), SearchError> {
-    let grouped = Grouped::new(observations)?;
-    Ok((grouped.p, grouped.means))
 }
 
 /// Search the model of `observations` (p, value), repeated p allowed.
@@ -970,8 +964,11 @@ mod tests {
 
     #[test]
     fn repeated_values_are_averaged_and_too_few_points_refused() {
-        let (p, m) = means(&[(4.0, 1.0), (2.0, 5.0), (4.0, 3.0)]).unwrap();
-        assert_eq!((p, m), (vec![2.0, 4.0], vec![5.0, 2.0]));
+        let grouped = Grouped::new(&[(4.0, 1.0), (2.0, 5.0), (4.0, 3.0)]).unwrap();
+        assert_eq!(
+            (grouped.p, grouped.means, grouped.counts),
+            (vec![2.0, 4.0], vec![5.0, 2.0], vec![1, 2])
+        );
         assert_eq!(
             search(&[(4.0, 1.0), (2.0, 5.0), (4.0, 3.0)], &Settings::default()),
             Err(SearchError::TooFewPoints { distinct: 2 })
