@@ -300,11 +300,7 @@ fn model(args: &ModelArgs) -> anyhow::Result<ExitCode> {
                 seconds_per_model,
             }),
             Err(e) => {
-                let label = [series.region.as_deref(), series.metric.as_deref()]
-                    .into_iter()
-                    .flatten()
-                    .collect::<Vec<_>>()
-                    .join(" / ");
+                let label = series_label(&series.region, &series.metric);
                 eprintln!("joulecast: {name}: {label}: {e}");
                 return Ok(ExitCode::from(2));
             }
@@ -321,11 +317,7 @@ fn model(args: &ModelArgs) -> anyhow::Result<ExitCode> {
         seconds_per_model,
     } in &answers
     {
-        let label = [answer.region.as_deref(), answer.metric.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" / ");
+        let label = series_label(&answer.region, &answer.metric);
         let m = &answer.model;
         if !label.is_empty() {
             writeln!(out, "{label}")?;
@@ -373,4 +365,13 @@ fn model(args: &ModelArgs) -> anyhow::Result<ExitCode> {
         )?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// "region / metric", either alone, or nothing.
+fn series_label(region: &Option<String>, metric: &Option<String>) -> String {
+    [region.as_deref(), metric.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" / ")
 }

@@ -107,7 +107,7 @@ pub struct AppMetadataInput {
     pub allowed_rmse_pct: Option<f64>,
 }
 
-fn check_tag(tag: &str) -> Result<(), ApiError> {
+pub(super) fn check_tag(tag: &str) -> Result<(), ApiError> {
     validate::identifier(tag, validate::TAG_MAX)
         .map_err(|reason| ApiError::bad_request("app", reason))
 }

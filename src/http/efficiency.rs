@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::apps::find_app;
+use super::apps::{check_tag, find_app};
 use super::auth::{self, Authorized};
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, Path, Query};
+use super::extract::{Json, Path, Query, comma_separated};
 use crate::model::efficiency::{self as factors, FactorFit, Family};
 use crate::store::{self, efficiency::MeasurementRow, efficiency::NewMeasurement};
 use crate::validate::{self, Errors};
@@ -235,8 +235,7 @@ pub async fn post_efficiency(
     Path(tag): Path<String>,
     Json(input): Json<MeasurementsInput>,
 ) -> ApiResult<(StatusCode, axum::Json<Stored>)> {
-    validate::identifier(&tag, validate::TAG_MAX)
-        .map_err(|reason| ApiError::bad_request("app", reason))?;
+    check_tag(&tag)?;
     let measurements = check(input).map_err(ApiError::Invalid)?;
     let mut tx = state.pool.begin().await?;
     let apps = store::apps::ensure_and_lock(&mut tx, &[tag.as_str()]).await?;
@@ -432,20 +431,17 @@ pub struct Scalability {
 }
 
 fn targets_of(text: Option<&str>) -> ApiResult<Option<Vec<u64>>> {
-    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
+    if comma_separated(text).next().is_none() {
         return Ok(None);
-    };
+    }
     let mut errors = Errors::default();
     let mut out = Vec::new();
-    for item in text.split(',') {
-        match item.trim().parse::<i64>() {
+    for item in comma_separated(text) {
+        match item.parse::<i64>() {
             Ok(p) if (1..=MAX_PROCESSES).contains(&p) => out.push(p as u64),
             _ => errors.add(
                 "targets",
-                format!(
-                    "`{}` is not a process count from 1 to {MAX_PROCESSES}",
-                    item.trim()
-                ),
+                format!("`{item}` is not a process count from 1 to {MAX_PROCESSES}"),
             ),
         }
     }
@@ -544,7 +540,7 @@ fn scalability(rows: &[MeasurementRow], targets: Option<&[u64]>) -> Vec<RegionSc
                     load_balance: lb,
                     serialization: ser,
                     transfer: trf,
-                    efficiency: lb * ser * trf,
+                    efficiency: factors::efficiency(&values).unwrap_or(f64::NAN),
                     dominant: NAMES[factors::dominant(&values).unwrap_or(0)].to_owned(),
                     extrapolated: p > largest,
                 }

@@ -105,6 +105,15 @@ fn field_and_reason(path: &serde_path_to_error::Path, reason: String) -> (String
     (field, reason)
 }
 
+/// The trimmed items of a comma-separated query parameter such as
+/// `targets=64,128`; an absent or blank parameter has none.
+pub fn comma_separated(text: Option<&str>) -> impl Iterator<Item = &str> {
+    text.filter(|t| !t.trim().is_empty())
+        .into_iter()
+        .flat_map(|t| t.split(','))
+        .map(str::trim)
+}
+
 /// A query string, strictly parsed: unknown parameters are rejected (400) so a
 /// typo is not silently ignored.
 pub struct Query<T>(pub T);

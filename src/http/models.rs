@@ -12,8 +12,9 @@ use super::AppState;
 use super::apps::find_app;
 use super::auth::{self, Authorized};
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, Path, Query};
+use super::extract::{Json, Path, Query, comma_separated};
 use super::predictions::MetricName;
+use crate::extrap::Series;
 use crate::model::expectation::{self, Outcome};
 use crate::model::pmnf::{Exponent, Shape};
 use crate::model::search::{self, Found, Negative, SearchError, Settings};
@@ -398,88 +399,75 @@ pub struct SearchAnswer {
     pub models: Vec<ScalingModel>,
 }
 
-/// A series of a request: its labels and (p, value) observations.
-type Labelled = (Option<String>, Option<String>, Vec<(f64, f64)>);
-
-/// The observations of the request, checked.
+/// The series of the request, checked, and the field they came in.
 fn request_series(
     points: Option<Vec<PointInput>>,
     extrap: Option<String>,
     errors: &mut Errors,
-) -> Vec<Labelled> {
-    match (points, extrap) {
+) -> (&'static str, Vec<Series>) {
+    let (field, series) = match (points, extrap) {
         (Some(_), Some(_)) => {
             errors.add("extrap", "give points or extrap, not both");
-            Vec::new()
+            return ("extrap", Vec::new());
         }
         (None, None) => {
             errors.add(
                 "points",
                 "give the measurements as points or as an Extra-P file in extrap",
             );
-            Vec::new()
+            return ("points", Vec::new());
         }
-        (Some(points), None) => {
-            let total: usize = points.iter().map(|p| p.values.len()).sum();
-            if total > MAX_VALUES {
-                errors.add(
-                    "points",
-                    format!("at most {MAX_VALUES} values in all (got {total})"),
-                );
-                return Vec::new();
-            }
-            let mut observations = Vec::with_capacity(total);
-            for (k, point) in points.iter().enumerate() {
-                if !(point.p.is_finite() && point.p > 0.0) {
-                    errors.add(
-                        &format!("points[{k}].p"),
-                        format!("must be positive (got {})", point.p),
-                    );
-                }
-                if point.values.is_empty() {
-                    errors.add(&format!("points[{k}].values"), "give at least one value");
-                }
-                for (r, v) in point.values.iter().enumerate() {
-                    if !v.is_finite() {
-                        errors.add(
-                            &format!("points[{k}].values[{r}]"),
-                            format!("must be finite (got {v})"),
-                        );
-                    }
-                    observations.push((point.p, *v));
-                }
-            }
-            vec![(None, None, observations)]
-        }
+        (Some(points), None) => (
+            "points",
+            vec![Series {
+                region: None,
+                metric: None,
+                points: points.into_iter().map(|p| (p.p, p.values)).collect(),
+            }],
+        ),
         (None, Some(text)) => match crate::extrap::parse(&text) {
-            Ok(experiment) => {
-                let total: usize = experiment
-                    .series
-                    .iter()
-                    .flat_map(|s| s.points.iter().map(|p| p.1.len()))
-                    .sum();
-                if total > MAX_VALUES {
-                    errors.add(
-                        "extrap",
-                        format!("at most {MAX_VALUES} values in all (got {total})"),
-                    );
-                    return Vec::new();
-                }
-                experiment
-                    .series
-                    .into_iter()
-                    .map(|s| {
-                        let observations = s.observations();
-                        (s.region, s.metric, observations)
-                    })
-                    .collect()
-            }
+            Ok(experiment) => ("extrap", experiment.series),
             Err(e) => {
                 errors.add("extrap", e.to_string());
-                Vec::new()
+                return ("extrap", Vec::new());
             }
         },
+    };
+    let total: usize = series
+        .iter()
+        .flat_map(|s| &s.points)
+        .map(|(_, values)| values.len())
+        .sum();
+    if total > MAX_VALUES {
+        errors.add(
+            field,
+            format!("at most {MAX_VALUES} values in all (got {total})"),
+        );
+        return (field, Vec::new());
     }
+    // The Extra-P reader has checked its numbers; points are checked here.
+    if field == "points" {
+        for (k, (p, values)) in series.iter().flat_map(|s| &s.points).enumerate() {
+            if !(p.is_finite() && *p > 0.0) {
+                errors.add(
+                    &format!("points[{k}].p"),
+                    format!("must be positive (got {p})"),
+                );
+            }
+            if values.is_empty() {
+                errors.add(&format!("points[{k}].values"), "give at least one value");
+            }
+            for (r, v) in values.iter().enumerate() {
+                if !v.is_finite() {
+                    errors.add(
+                        &format!("points[{k}].values[{r}]"),
+                        format!("must be finite (got {v})"),
+                    );
+                }
+            }
+        }
+    }
+    (field, series)
 }
 
 fn search_error(
@@ -523,12 +511,7 @@ pub async fn search_models(
     Json(request): Json<SearchRequest>,
 ) -> ApiResult<axum::Json<SearchAnswer>> {
     let mut errors = Errors::default();
-    let field = if request.extrap.is_some() {
-        "extrap"
-    } else {
-        "points"
-    };
-    let series = request_series(request.points, request.extrap, &mut errors);
+    let (field, series) = request_series(request.points, request.extrap, &mut errors);
     let ask = AskInput {
         targets: request.targets,
         expectation: request.expectation,
@@ -551,19 +534,9 @@ pub async fn search_models(
     let models = tokio::task::spawn_blocking(move || {
         series
             .into_iter()
-            .map(|(region, metric, observations)| {
-                let labels = (&region, &metric);
-                search::search(&observations, &ask.settings)
-                    .map_err(|e| search_error(field, labels, e))
-                    .map(|found| {
-                        scaling_model(
-                            &found,
-                            observations.len(),
-                            &ask,
-                            region.clone(),
-                            metric.clone(),
-                        )
-                    })
+            .map(|s| {
+                answer(&s.observations(), &ask, s.region.clone(), s.metric.clone())
+                    .map_err(|e| search_error(field, (&s.region, &s.metric), e))
             })
             .collect::<Vec<Result<ScalingModel, FieldError>>>()
     })
@@ -585,14 +558,10 @@ pub async fn search_models(
 
 /// Parse a comma-separated list of numbers from the query string.
 fn number_list(field: &str, text: Option<&str>) -> Result<Vec<f64>, FieldError> {
-    let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
-        return Ok(Vec::new());
-    };
-    text.split(',')
+    comma_separated(text)
         .map(|item| {
-            item.trim()
-                .parse::<f64>()
-                .map_err(|_| FieldError::new(field, format!("`{}` is not a number", item.trim())))
+            item.parse::<f64>()
+                .map_err(|_| FieldError::new(field, format!("`{item}` is not a number")))
         })
         .collect()
 }

@@ -64,14 +64,6 @@ impl Family {
     /// Every family, in order of preference: the simplest first.
     pub const ALL: [Family; 3] = [Family::Constant, Family::Amdahl, Family::Pipeline];
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Family::Constant => "constant",
-            Family::Amdahl => "amdahl",
-            Family::Pipeline => "pipeline",
-        }
-    }
-
     /// h(P) with g(P) = a0·h(P).
     fn shape(self, f: f64, p: f64) -> f64 {
         match self {
@@ -289,12 +281,13 @@ pub fn factors_at(fits: &[Option<&FactorFit>], p: f64) -> Vec<Option<f64>> {
     fits.iter().map(|fit| fit.map(|fit| fit.at(p))).collect()
 }
 
-/// The efficiency η at `p` processes: the product of the factors present;
-/// `None` when none is.
-pub fn efficiency(fits: &[Option<&FactorFit>], p: f64) -> Option<f64> {
-    fits.iter()
+/// The efficiency η from the factors' values at one process count (as
+/// `factors_at` gives them): the product of those present; `None` when none
+/// is.
+pub fn efficiency(values: &[Option<f64>]) -> Option<f64> {
+    values
+        .iter()
         .flatten()
-        .map(|fit| fit.at(p))
         .fold(None, |product, value| Some(product.unwrap_or(1.0) * value))
 }
 
@@ -537,9 +530,9 @@ mod tests {
         let lb = given(Family::Constant, 0.9, 0.0);
         let ser = given(Family::Amdahl, 1.0, 0.5);
         // At P = 3: 0.9 · 1 / (0.5 + 0.5 · 3) = 0.45.
-        let eta = efficiency(&[Some(&lb), None, Some(&ser)], 3.0).unwrap();
+        let eta = efficiency(&factors_at(&[Some(&lb), None, Some(&ser)], 3.0)).unwrap();
         assert!((eta - 0.45).abs() < 1e-15);
-        assert_eq!(efficiency(&[None, None], 3.0), None);
+        assert_eq!(efficiency(&[None, None]), None);
         assert_eq!(factors_at(&[Some(&lb), None], 2.0), vec![Some(0.9), None]);
     }
 
