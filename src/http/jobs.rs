@@ -15,8 +15,8 @@ use super::auth::{self, Authorized};
 use super::error::{ApiError, ApiResult, PROBLEM_JSON, Problem};
 use super::extract::{Json, Path, Query};
 use super::predictions::{AggregateName, NodeScope, fitted_models, node_answers};
-use super::runs::{Run, store_runs};
-use crate::ingest::{self, NodeListDraft, Outcome, RunDraft};
+use super::runs::{Run, store_one};
+use crate::ingest::{self, NodeListDraft, RunDraft};
 use crate::model::{Aggregate, Metric};
 use crate::predict;
 use crate::store::{self, apps::AppRow, jobs::JobRow, jobs::NewJob};
@@ -491,26 +491,7 @@ pub async fn finish_job(
         account: job.account.clone(),
     };
     let run = ingest::validate(draft, Utc::now()).map_err(ApiError::Invalid)?;
-    let ingested = store_runs(&state, vec![Ok(run)], false).await?;
-    let id = match ingested.outcomes.into_iter().next() {
-        Some(Outcome::Created(id) | Outcome::Duplicate(id)) => id,
-        Some(Outcome::Conflict {
-            run_id,
-            differences,
-        }) => {
-            return Err(ApiError::Conflict {
-                detail: format!(
-                    "run {} is already stored with other values for this job",
-                    run_id.unwrap_or_default()
-                ),
-                errors: differences,
-            });
-        }
-        Some(Outcome::Invalid(errors)) => return Err(ApiError::Invalid(errors)),
-        Some(Outcome::Withheld) | None => {
-            return Err(anyhow::anyhow!("a finished job was neither stored nor rejected").into());
-        }
-    };
+    let (_, id) = store_one(&state, run, "this job").await?;
     // The run is committed; only now does the job stop counting. Should this
     // fail, reporting the end again finds the run and removes the job.
     store::jobs::delete(&state.pool, &source, &job_id).await?;

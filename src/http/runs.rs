@@ -211,28 +211,7 @@ pub async fn create_run(
     Json(input): Json<RunInput>,
 ) -> ApiResult<Response> {
     let run = ingest::validate(input.into(), Utc::now()).map_err(ApiError::Invalid)?;
-    let ingested = store_runs(&state, vec![Ok(run)], false).await?;
-    let outcome = ingested.outcomes.into_iter().next();
-    let (status, id) = match outcome {
-        Some(Outcome::Created(id)) => (RunStatus::Created, id),
-        Some(Outcome::Duplicate(id)) => (RunStatus::Duplicate, id),
-        Some(Outcome::Conflict {
-            run_id,
-            differences,
-        }) => {
-            return Err(ApiError::Conflict {
-                detail: format!(
-                    "run {} is already stored with other values for this (source, job_id)",
-                    run_id.unwrap_or_default()
-                ),
-                errors: differences,
-            });
-        }
-        Some(Outcome::Invalid(errors)) => return Err(ApiError::Invalid(errors)),
-        Some(Outcome::Withheld) | None => {
-            return Err(anyhow::anyhow!("a single run was neither stored nor rejected").into());
-        }
-    };
+    let (status, id) = store_one(&state, run, "this (source, job_id)").await?;
     let row = store::runs::get(&state.pool, id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("run {id} vanished after it was stored"))?;
@@ -249,6 +228,34 @@ pub async fn create_run(
             .into_response(),
         RunStatus::Duplicate => (StatusCode::OK, body).into_response(),
     })
+}
+
+/// Store one run: whether it is new and its id, or the answer its refusal
+/// gets. `subject` says what a conflicting run was stored for.
+pub(super) async fn store_one(
+    state: &AppState,
+    run: crate::store::runs::NewRun,
+    subject: &str,
+) -> ApiResult<(RunStatus, i64)> {
+    let ingested = store_runs(state, vec![Ok(run)], false).await?;
+    match ingested.outcomes.into_iter().next() {
+        Some(Outcome::Created(id)) => Ok((RunStatus::Created, id)),
+        Some(Outcome::Duplicate(id)) => Ok((RunStatus::Duplicate, id)),
+        Some(Outcome::Conflict {
+            run_id,
+            differences,
+        }) => Err(ApiError::Conflict {
+            detail: format!(
+                "run {} is already stored with other values for {subject}",
+                run_id.unwrap_or_default()
+            ),
+            errors: differences,
+        }),
+        Some(Outcome::Invalid(errors)) => Err(ApiError::Invalid(errors)),
+        Some(Outcome::Withheld) | None => {
+            Err(anyhow::anyhow!("a single run was neither stored nor rejected").into())
+        }
+    }
 }
 
 /// Store runs, then drop this replica's cached rows of their applications at
