@@ -643,6 +643,15 @@ mod tests {
             .unwrap_or_else(|| panic!("no record for {job_id}"))
     }
 
+    /// Each imported record's job ID and application.
+    fn job_apps(parsed: &Parsed) -> Vec<(&str, &str)> {
+        parsed
+            .records
+            .iter()
+            .map(|r| (r.run.job_id.as_str(), r.run.app.as_str()))
+            .collect()
+    }
+
     fn skipped_lines(parsed: &Parsed) -> Vec<(usize, &str)> {
         parsed
             .skipped
@@ -813,11 +822,7 @@ mod tests {
         let parsed = parse_default(REORDERED);
         assert_eq!(parsed.lines, 7);
         assert_eq!(parsed.steps, 2);
-        let apps: Vec<(&str, &str)> = parsed
-            .records
-            .iter()
-            .map(|r| (r.run.job_id.as_str(), r.run.app.as_str()))
-            .collect();
+        let apps = job_apps(&parsed);
         assert_eq!(
             apps,
             [
@@ -849,11 +854,7 @@ mod tests {
             ..Options::default()
         };
         let parsed = parse(REORDERED, &options).unwrap();
-        let apps: Vec<(&str, &str)> = parsed
-            .records
-            .iter()
-            .map(|r| (r.run.job_id.as_str(), r.run.app.as_str()))
-            .collect();
+        let apps = job_apps(&parsed);
         assert_eq!(
             apps,
             [("91001", "lammps-lj"), ("91003", "wrf"), ("91005", "cp2k")]
@@ -869,11 +870,7 @@ mod tests {
             ..Options::default()
         };
         let parsed = parse(REORDERED, &options).unwrap();
-        let apps: Vec<(&str, &str)> = parsed
-            .records
-            .iter()
-            .map(|r| (r.run.job_id.as_str(), r.run.app.as_str()))
-            .collect();
+        let apps = job_apps(&parsed);
         assert_eq!(
             apps,
             [("91001", "lammps"), ("91002", "gromacs"), ("91005", "cp2k")]
