@@ -31,8 +31,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Accuracy(args)) => {
-            let report = crate::accuracy::run(args.apps, args.seed);
-            print!("{}", report.to_markdown());
+            if let Some(dir) = &args.real {
+                let series = crate::accuracy::real::load(dir, &crate::accuracy::real::DATASETS)
+                    .map_err(anyhow::Error::msg)?;
+                print!(
+                    "{}",
+                    crate::accuracy::real::to_markdown(&crate::accuracy::real::run(&series))
+                );
+            } else {
+                let report = crate::accuracy::run(args.apps, args.seed);
+                print!("{}", report.to_markdown());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Model(args)) => model(&args),

@@ -83,7 +83,8 @@ fn search_range(min: Option<u32>, max: Option<u32>, app: &AppRow) -> ApiResult<S
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ModelsUsed {
     pub model_version: String,
-    /// Segmentation case (I–V) or `scaled`, per metric.
+    /// The model family per metric (design.md §2.1): the one inside the
+    /// measured range, then ` / ` and the one beyond it where they differ.
     pub ets: Option<String>,
     pub apc: Option<String>,
     pub tts: Option<String>,
@@ -93,9 +94,13 @@ pub struct ModelsUsed {
 }
 
 fn case_of(fitted: &Fitted) -> String {
-    match &fitted.model.predictor.shape {
-        crate::model::Shape::Segmented { case, .. } => case.as_str().to_owned(),
-        crate::model::Shape::Scaled { .. } => "scaled".to_owned(),
+    let selection = &fitted.model.selection;
+    let inside = selection.winner(crate::model::Regime::Inside).family;
+    let beyond = selection.winner(crate::model::Regime::Beyond).family;
+    if inside == beyond {
+        inside.as_str().to_owned()
+    } else {
+        format!("{} / {}", inside.as_str(), beyond.as_str())
     }
 }
 

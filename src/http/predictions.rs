@@ -17,7 +17,9 @@ use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
 use super::{AppState, json_reply};
 use crate::hostlist;
-use crate::model::{self, Aggregate, Flag, Metric, Model, Prediction, Shape, Source};
+use crate::model::{
+    self, Aggregate, Candidate, Flag, Metric, Model, Prediction, Regime, Shape, Source,
+};
 use crate::predict::{self, Fitted, PredictError};
 use crate::store::apps::AppRow;
 use crate::validate::{self, FieldError};
@@ -118,10 +120,14 @@ pub struct Interval {
     pub kind: &'static str,
 }
 
-/// One segment of the predictor: value(n) = Σ coefficients[k]·(n − from_nodes)ᵏ.
+/// One segment of a segmented model: value(x) = Σ coefficients[k]·(x − from)ᵏ,
+/// where x is n and value is y (family `segmented`), or x is ln n and value
+/// is ln y (family `log_segmented`).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct SegmentInfo {
+    /// The segment's first node count.
     pub from_nodes: f64,
+    /// Its last node count.
     pub to_nodes: f64,
     /// `linear` or `non_linear`.
     pub kind: String,
@@ -129,30 +135,46 @@ pub struct SegmentInfo {
     pub coefficients: Vec<f64>,
 }
 
-/// The fitted predictor.
+/// One family's curve.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ModelInfo {
-    /// `segmented` (cases I–V) or `scaled` (a single measured node count,
-    /// scaled by the metric's ideal behaviour: value = y0·(n/n0)^exponent).
-    pub kind: String,
-    /// I, II, III, IV or V for a segmented predictor.
-    pub case: Option<String>,
-    pub segments: Vec<SegmentInfo>,
+pub struct CurveInfo {
+    /// segmented, log_segmented, physics, normal_form, line, power_law,
+    /// loglog_interpolation, or scaled (a single measured node count scaled
+    /// by the metric's ideal behaviour).
+    pub family: String,
+    /// The curve as a formula in n.
+    pub formula: String,
+    /// I, II, III, IV or V, for the segmented families.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub scaled: Option<ScaledInfo>,
+    pub case: Option<String>,
+    /// The segmented families' segments.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub segments: Vec<SegmentInfo>,
     pub params: usize,
     /// %RMSE against the history (one point per node count).
     pub rmse_pct: f64,
-    pub loo_rmse_pct: Option<f64>,
+    /// Whether `rmse_pct` is within the allowed %RMSE applied.
+    pub within_allowed: bool,
+}
+
+/// The model of one metric: the family chosen by back-test for node counts
+/// inside the measured range, and the one for node counts beyond it
+/// (design.md §2.1).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ModelInfo {
+    /// The family answering inside the measured range.
+    pub family: String,
+    /// The family answering below and above it.
+    pub family_beyond: String,
+    pub inside: CurveInfo,
+    pub beyond: CurveInfo,
     /// The allowed %RMSE asked for.
     pub allowed_rmse_pct: f64,
     /// The allowed %RMSE applied: higher when repeated runs scatter more.
     pub effective_allowed_rmse_pct: f64,
-    pub within_allowed: bool,
-    /// Candidates fitted to choose from.
+    /// Families fitted and back-tested to choose from.
     pub candidates: usize,
-    /// How a segmented predictor continues outside the measured range
-    /// (absent for a scaled one, whose law holds everywhere).
+    /// How a `segmented` family beyond the range continues there.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extrapolation: Option<Extrapolation>,
 }
@@ -196,13 +218,6 @@ impl From<model::Continuation> for ContinuationInfo {
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ScaledInfo {
-    pub n0: f64,
-    pub y0: f64,
-    pub exponent: f64,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct HistorySummary {
     pub runs: usize,
     pub node_counts: usize,
@@ -213,15 +228,18 @@ pub struct HistorySummary {
     pub replicate_noise_pct: Option<f64>,
 }
 
+/// Absolute % errors of a back-test.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Errors {
     pub median_pct: f64,
+    pub mean_pct: f64,
     pub max_pct: f64,
     pub points: usize,
 }
 
 /// The measured node counts from `held_out_from_nodes` up (`errors.points`
-/// of them) predicted by a selection fitted to those up to `trained_up_to`.
+/// of them), each predicted by the family fitted to the counts below it;
+/// the smallest of those training sets ends at `trained_up_to`.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct HoldoutInfo {
     pub held_out_from_nodes: u32,
@@ -229,12 +247,36 @@ pub struct HoldoutInfo {
     pub errors: Errors,
 }
 
+/// One family's back-test.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct CandidateInfo {
+    pub family: String,
+    pub formula: String,
+    pub params: usize,
+    pub rmse_pct: f64,
+    pub within_allowed: bool,
+    /// Each interior node count predicted by the family fitted without it.
+    pub leave_one_out: Option<Errors>,
+    /// The largest node counts, each predicted from those below it.
+    pub forward: Option<HoldoutInfo>,
+    /// The weighted mean % error that ranks the families for a node count
+    /// inside the measured range (mostly leave-one-out) and beyond it
+    /// (mostly forward); absent where the family could not be back-tested.
+    pub score_inside_pct: Option<f64>,
+    pub score_beyond_pct: Option<f64>,
+    /// `inside` and/or `beyond` where this family answers; empty for a
+    /// runner-up.
+    pub chosen_for: Vec<String>,
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct BacktestInfo {
-    /// Each measured node count predicted by the selected form fitted without it.
+    /// The inside family's leave-one-out test.
     pub leave_one_out: Option<Errors>,
-    /// The largest node counts predicted by a selection made without them.
+    /// The beyond family's forward test.
     pub holdout: Option<HoldoutInfo>,
+    /// Every family fitted, the winners first, then by inside score.
+    pub candidates: Vec<CandidateInfo>,
 }
 
 /// The prediction of one metric.
@@ -248,6 +290,8 @@ pub struct MetricPrediction<'a> {
     pub unit: &'static str,
     /// `history` (runs at exactly this node count) or `model`.
     pub source: &'static str,
+    /// The family that answered, for `source: model`.
+    pub family: Option<&'static str>,
     pub aggregate: AggregateName,
     pub interval: Interval,
     /// extrapolation, thin_history, allowed_rmse_not_met, outside_theoretical_bounds.
@@ -333,15 +377,23 @@ fn source_name(source: Source) -> &'static str {
 fn errors(e: &model::ErrorSummary) -> Errors {
     Errors {
         median_pct: e.median_pct,
+        mean_pct: e.mean_pct,
         max_pct: e.max_pct,
         points: e.points,
     }
 }
 
-fn model_info(model: &Model) -> ModelInfo {
-    let (kind, case, segments, scaled) = match &model.predictor.shape {
-        Shape::Segmented { case, segments } => (
-            "segmented",
+fn holdout_info(h: &model::Holdout) -> HoldoutInfo {
+    HoldoutInfo {
+        held_out_from_nodes: h.held_out.first().copied().unwrap_or_default(),
+        trained_up_to: h.trained_up_to,
+        errors: errors(&h.errors),
+    }
+}
+
+fn curve_info(c: &Candidate) -> CurveInfo {
+    let (case, segments) = match c.curve.segmented().map(|(p, _)| &p.shape) {
+        Some(Shape::Segmented { case, segments }) => (
             Some(case.as_str().to_owned()),
             segments
                 .iter()
@@ -355,39 +407,49 @@ fn model_info(model: &Model) -> ModelInfo {
                     degree: s.degree,
                     coefficients: s.coeffs[..=s.degree].to_vec(),
                 })
+                .map(|mut s| {
+                    if matches!(c.curve, model::Curve::LogSegmented(_)) {
+                        s.from_nodes = s.from_nodes.exp().round();
+                        s.to_nodes = s.to_nodes.exp().round();
+                    }
+                    s
+                })
                 .collect(),
-            None,
         ),
-        Shape::Scaled { n0, y0, exponent } => (
-            "scaled",
-            None,
-            Vec::new(),
-            Some(ScaledInfo {
-                n0: *n0,
-                y0: *y0,
-                exponent: *exponent,
-            }),
-        ),
+        _ => (None, Vec::new()),
     };
-    ModelInfo {
-        kind: kind.into(),
+    CurveInfo {
+        family: c.family.as_str().into(),
+        formula: c.curve.formula(),
         case,
         segments,
-        scaled,
-        params: model.params,
-        rmse_pct: model.rmse_pct,
-        loo_rmse_pct: model.loo_rmse_pct,
+        params: c.params,
+        rmse_pct: c.rmse_pct,
+        within_allowed: c.within_allowed,
+    }
+}
+
+fn model_info(model: &Model) -> ModelInfo {
+    let (inside, beyond) = (
+        model.selection.winner(Regime::Inside),
+        model.selection.winner(Regime::Beyond),
+    );
+    let extrapolation = match &beyond.curve {
+        model::Curve::Segmented(p) => p.continuations(),
+        _ => None,
+    };
+    ModelInfo {
+        family: inside.family.as_str().into(),
+        family_beyond: beyond.family.as_str().into(),
+        inside: curve_info(inside),
+        beyond: curve_info(beyond),
         allowed_rmse_pct: model.options.allowed_rmse_pct,
         effective_allowed_rmse_pct: model.effective_allowed_pct,
-        within_allowed: model.within_allowed,
-        candidates: model.candidates,
-        extrapolation: model
-            .predictor
-            .continuations()
-            .map(|[below, above]| Extrapolation {
-                below: below.into(),
-                above: above.into(),
-            }),
+        candidates: model.selection.candidates.len(),
+        extrapolation: extrapolation.map(|[below, above]| Extrapolation {
+            below: below.into(),
+            above: above.into(),
+        }),
     }
 }
 
@@ -403,13 +465,50 @@ fn history_summary(model: &Model) -> HistorySummary {
 }
 
 fn backtest_info(model: &Model) -> BacktestInfo {
+    let selection = &model.selection;
+    let [inside, beyond] = selection.winners;
+    let finite = |x: f64| x.is_finite().then_some(x);
+    let mut order: Vec<usize> = (0..selection.candidates.len()).collect();
+    order.sort_by(|&a, &b| {
+        let rank = |i: usize| (i != inside, i != beyond);
+        rank(a)
+            .cmp(&rank(b))
+            .then(selection.candidates[a].score[0].total_cmp(&selection.candidates[b].score[0]))
+    });
     BacktestInfo {
-        leave_one_out: model.backtest.leave_one_out.as_ref().map(errors),
-        holdout: model.backtest.holdout.as_ref().map(|h| HoldoutInfo {
-            held_out_from_nodes: h.held_out.first().copied().unwrap_or_default(),
-            trained_up_to: h.trained_up_to,
-            errors: errors(&h.errors),
-        }),
+        leave_one_out: selection.candidates[inside]
+            .leave_one_out
+            .as_ref()
+            .map(errors),
+        holdout: selection.candidates[beyond]
+            .forward
+            .as_ref()
+            .map(holdout_info),
+        candidates: order
+            .into_iter()
+            .map(|i| {
+                let c = &selection.candidates[i];
+                let mut chosen_for = Vec::new();
+                if i == inside {
+                    chosen_for.push("inside".to_owned());
+                }
+                if i == beyond {
+                    chosen_for.push("beyond".to_owned());
+                }
+                CandidateInfo {
+                    family: c.family.as_str().into(),
+                    formula: c.curve.formula(),
+                    params: c.params,
+                    rmse_pct: c.rmse_pct,
+                    within_allowed: c.within_allowed,
+                    leave_one_out: c.leave_one_out.as_ref().map(errors),
+                    forward: c.forward.as_ref().map(holdout_info),
+                    score_inside_pct: finite(c.score[0]),
+                    score_beyond_pct: finite(c.score[1]),
+                    chosen_for,
+                }
+            })
+            .collect(),
     }
 }
 
@@ -443,6 +542,7 @@ fn metric_prediction<'a>(
         value: p.value,
         unit: metric.unit(),
         source: source_name(p.source),
+        family: p.family.map(model::Family::as_str),
         aggregate,
         interval: Interval {
             low: p.low,

@@ -8,19 +8,24 @@ pub mod capacity;
 pub mod classify;
 pub mod efficiency;
 pub mod expectation;
+pub mod families;
 pub mod fit;
 pub mod lsq;
 pub mod physics;
 pub mod pmnf;
 pub mod predictor;
 pub mod search;
+pub mod segmented;
+pub mod select;
 pub mod synth;
 pub mod theory;
 
+pub use families::{Curve, Family};
 pub use fit::{
-    Backtest, ErrorSummary, Flag, History, Holdout, Model, NodePoint, Prediction, Source, fit,
+    ErrorSummary, Flag, History, Holdout, Model, NodePoint, Prediction, Source, fit, fit_history,
 };
 pub use predictor::{Case, Continuation, Predictor, Segment, SegmentKind, Shape};
+pub use select::{Candidate, Regime, Selection};
 
 /// The allowed %RMSE when neither the request nor the application sets one.
 pub const DEFAULT_ALLOWED_RMSE_PCT: f64 = 2.0;

@@ -150,7 +150,7 @@ impl Predictor {
 
 /// The steepest power laws the theory allows (design.md §4): time falls at
 /// most like 1/n, energy grows at most like n².
-const EXPONENT_RANGE: (f64, f64) = (-1.0, 2.0);
+pub const EXPONENT_RANGE: (f64, f64) = (-1.0, 2.0);
 
 /// The predictor beyond one end of the measured range: from the value at
 /// `from_nodes` with `slope`, a line while it moves away from zero, otherwise

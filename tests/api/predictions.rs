@@ -53,9 +53,12 @@ async fn predictions_come_from_the_model_between_and_beyond_measured_counts() {
     assert_eq!(ets["source"], "model");
     assert_eq!(ets["unit"], "J");
     assert!(close(&ets["value"], 1000.0 + 1200.0), "{ets:#}");
-    assert_eq!(ets["model"]["case"], "I");
-    assert!(ets["model"]["rmse_pct"].as_f64().unwrap() < 1e-6);
-    assert_eq!(ets["model"]["within_allowed"], true);
+    // Exact data: every family back-tests to ~0, and the simplest wins.
+    assert_eq!(ets["family"], "line");
+    assert_eq!(ets["model"]["family"], "line");
+    assert_eq!(ets["model"]["inside"]["case"], "I");
+    assert!(ets["model"]["inside"]["rmse_pct"].as_f64().unwrap() < 1e-6);
+    assert_eq!(ets["model"]["inside"]["within_allowed"], true);
     assert_eq!(ets["history"]["runs"], 6);
     assert_eq!(ets["history"]["node_counts"], 6);
     assert_eq!(ets["history"]["nodes_max"], 32);
@@ -342,9 +345,10 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     let reply = app.get("/v1/apps/lin/model?metric=ets", &app.read).await;
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     let model = &reply.body["model"];
-    assert_eq!(model["kind"], "segmented");
-    assert_eq!(model["case"], "I");
-    let segment = &model["segments"][0];
+    assert_eq!(model["family"], "line");
+    assert_eq!(model["family_beyond"], "line");
+    assert_eq!(model["inside"]["case"], "I");
+    let segment = &model["inside"]["segments"][0];
     assert_eq!(segment["kind"], "linear");
     assert_eq!(
         (segment["from_nodes"].as_f64(), segment["to_nodes"].as_f64()),
@@ -357,8 +361,27 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     assert_eq!(reply.body["points"].as_array().unwrap().len(), 6);
     let backtest = &reply.body["backtest"];
     assert!(backtest["leave_one_out"]["max_pct"].as_f64().unwrap() < 1e-6);
-    assert_eq!(backtest["holdout"]["held_out_from_nodes"], 32);
-    assert_eq!(backtest["holdout"]["errors"]["points"], 1);
+    // The four interior counts left out in turn; 8, 16 and 32 each
+    // predicted from the counts below.
+    assert_eq!(backtest["leave_one_out"]["points"], 4);
+    assert_eq!(backtest["holdout"]["held_out_from_nodes"], 8);
+    assert_eq!(backtest["holdout"]["trained_up_to"], 4);
+    assert_eq!(backtest["holdout"]["errors"]["points"], 3);
+    // Every family fitted is listed with its back-test, the winner first.
+    let candidates = backtest["candidates"].as_array().unwrap();
+    assert_eq!(
+        candidates.len(),
+        model["candidates"].as_u64().unwrap() as usize
+    );
+    assert!(candidates.len() >= 6, "{candidates:#?}");
+    assert_eq!(candidates[0]["family"], "line");
+    assert_eq!(candidates[0]["chosen_for"], json!(["inside", "beyond"]));
+    assert!(candidates[1..].iter().all(|c| c["chosen_for"] == json!([])));
+    assert!(
+        candidates
+            .iter()
+            .all(|c| c["score_inside_pct"].is_number() && c["leave_one_out"]["points"] == 4)
+    );
     // Linear history: the line continues above the range with its slope.
     let above = &model["extrapolation"]["above"];
     assert_eq!(above["kind"], "linear");
@@ -387,7 +410,8 @@ async fn a_single_run_gives_a_flagged_scaled_answer() {
     let reply = app.get("/v1/apps/one/predictions?nodes=8", &app.read).await;
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     let apc = prediction(&reply.body, "apc");
-    assert_eq!(apc["model"]["kind"], "scaled");
+    assert_eq!(apc["model"]["family"], "scaled");
+    assert_eq!(apc["family"], "scaled");
     // Strong scaling, ideal: APC proportional to n, EtS constant.
     assert!(close(&apc["value"], 400.0));
     assert!(close(&prediction(&reply.body, "ets")["value"], 1400.0));
@@ -525,9 +549,9 @@ async fn the_model_shows_the_physics_fit_and_extrapolations_are_checked_against_
     assert!((physics["idle_fraction"].as_f64().unwrap() - 0.4).abs() < 1e-6);
     assert!((physics["busy_node_power_w"].as_f64().unwrap() - 300.0).abs() < 1e-6);
 
-    // Far beyond the history, the empirical continuation of TtS falls well
-    // below Amdahl's floor of 360 s (within the generic 1/n envelope, but
-    // not plausible for this application's fitted p).
+    // Far beyond the history, TtS is extrapolated by the family that
+    // back-tests best: on exact Amdahl data, physics' a + b/n, which agrees
+    // with the fitted law (T(1000) = 3600·(0.1 + 0.9/1000)): no flag.
     let reply = app
         .get("/v1/apps/amd/predictions?nodes=1000&metric=tts", &app.read)
         .await;
@@ -540,8 +564,13 @@ async fn the_model_shows_the_physics_fit_and_extrapolations_are_checked_against_
         assert!(flags.contains(&json!("extrapolation")), "{flags:?}");
         flags.contains(&json!("outside_theoretical_bounds"))
     };
-    assert!(outside(&reply));
-    // Just beyond the range it agrees with the law: no flag.
+    let tts = &reply.body["predictions"][0];
+    assert_eq!(tts["family"], "physics", "{tts:#}");
+    assert!(
+        close(&tts["value"], 3600.0 * (0.1 + 0.9 / 1000.0)),
+        "{tts:#}"
+    );
+    assert!(!outside(&reply));
     let reply = app
         .get("/v1/apps/amd/predictions?nodes=9&metric=tts", &app.read)
         .await;
@@ -560,4 +589,43 @@ async fn the_model_shows_the_physics_fit_and_extrapolations_are_checked_against_
         )
         .await;
     assert!(!outside(&reply));
+}
+
+/// A strong-scaling time with a communication term Amdahl's law lacks: the
+/// predictor follows it beyond the range, and is flagged where it departs
+/// from the declared law.
+#[tokio::test]
+async fn extrapolations_that_depart_from_the_declared_law_are_flagged() {
+    let app = TestApp::new().await;
+    let reply = app
+        .put(
+            "/v1/apps/comm",
+            &app.admin,
+            &json!({"scaling_mode": "strong"}),
+        )
+        .await;
+    assert!(reply.status.is_success(), "{:#}", reply.body);
+    for n in [1, 2, 4, 8, 16, 32] {
+        let x = f64::from(n);
+        let time = 100.0 + 3500.0 / x + 40.0 * x.log2();
+        let mut r = crate::support::run("comm", &format!("comm-{n}"), i64::from(n));
+        r["avg_power_w"] = json!(300.0 * x);
+        r["energy_j"] = json!(300.0 * x * time);
+        app.ingest(&r).await;
+    }
+    let reply = app
+        .get("/v1/apps/comm/predictions?nodes=1024&metric=tts", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let tts = &reply.body["predictions"][0];
+    assert_eq!(tts["family"], "physics", "{tts:#}");
+    assert!(
+        close(&tts["value"], 100.0 + 3500.0 / 1024.0 + 400.0),
+        "{tts:#}"
+    );
+    let flags = tts["flags"].as_array().unwrap();
+    assert!(
+        flags.contains(&json!("outside_theoretical_bounds")),
+        "{flags:?}"
+    );
 }

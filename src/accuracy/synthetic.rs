@@ -1,12 +1,12 @@
-//! The accuracy suite: the predictor against the truth on synthetic
-//! histories, beside two baselines. `joulecast accuracy` prints the report
-//! kept in docs/accuracy.md.
+//! The predictor against the truth on synthetic histories (design.md §4
+//! theory, src/model/synth.rs), beside three baselines.
 
 use std::fmt::Write;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::{Baseline, error_pct, percentile};
 use crate::model::synth::{self, SyntheticApp, Truth};
 use crate::model::{self, Aggregate, FitOptions, Metric, Observation};
 
@@ -40,16 +40,24 @@ impl Regime {
 /// Who predicts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
-    /// The A2EP2 predictor.
+    /// The predictor chosen by back-test.
     Joulecast,
     /// One least-squares line through all runs.
     Line,
+    /// A least-squares line or power law through all runs, whichever
+    /// predicts runs left out better.
+    Picked,
     /// The largest run's value per node × n.
     PerNode,
 }
 
 impl Method {
-    const ALL: [Method; 3] = [Method::Joulecast, Method::Line, Method::PerNode];
+    const ALL: [Method; 4] = [
+        Method::Joulecast,
+        Method::Line,
+        Method::Picked,
+        Method::PerNode,
+    ];
 }
 
 /// Absolute percentage errors, per metric, regime and method.
@@ -65,8 +73,8 @@ pub struct Report {
 pub struct Row {
     pub metric: Metric,
     pub regime: Regime,
-    pub median: [f64; 3],
-    pub p90: [f64; 3],
+    pub median: [f64; 4],
+    pub p90: [f64; 4],
     pub count: usize,
 }
 
@@ -106,7 +114,7 @@ pub fn run(apps: usize, seed: u64) -> Report {
         ));
         targets.push((Regime::Extrapolation2, hi * 2));
 
-        for metric in [Metric::Ets, Metric::Apc] {
+        for metric in Metric::ALL {
             let value = |t: &Truth| match metric {
                 Metric::Ets => t.energy_j,
                 Metric::Apc => t.power_w,
@@ -128,7 +136,8 @@ pub fn run(apps: usize, seed: u64) -> Report {
             let Some(fitted) = model::fit(&observations, options) else {
                 continue;
             };
-            let line = least_squares_line(&observations);
+            let line = Baseline::line(&observations);
+            let picked = Baseline::picked_by_leave_one_out(&observations);
             let largest = observations
                 .iter()
                 .filter(|o| o.nodes == hi)
@@ -139,12 +148,13 @@ pub fn run(apps: usize, seed: u64) -> Report {
                 let truth = value(&app.truth(f64::from(n)));
                 let x = f64::from(n);
                 let predictions = [
-                    fitted.predict(n, Aggregate::Mean).value,
-                    line.0 + line.1 * x,
-                    largest * x,
+                    Some(fitted.predict(n, Aggregate::Mean).value),
+                    line.map(|b| b.at(x)),
+                    picked.map(|b| b.at(x)),
+                    Some(largest * x),
                 ];
                 for (method, predicted) in Method::ALL.into_iter().zip(predictions) {
-                    let error = 100.0 * ((predicted - truth) / truth).abs();
+                    let error = predicted.map_or(f64::INFINITY, |p| error_pct(p, truth));
                     report.errors.push((metric, regime, method, error));
                 }
             }
@@ -153,37 +163,13 @@ pub fn run(apps: usize, seed: u64) -> Report {
     report
 }
 
-/// Ordinary least squares y = a + b·n over all runs.
-fn least_squares_line(observations: &[Observation]) -> (f64, f64) {
-    let m = observations.len() as f64;
-    let mean_x = observations.iter().map(|o| f64::from(o.nodes)).sum::<f64>() / m;
-    let mean_y = observations.iter().map(|o| o.value).sum::<f64>() / m;
-    let (mut sxy, mut sxx) = (0.0, 0.0);
-    for o in observations {
-        let dx = f64::from(o.nodes) - mean_x;
-        sxy += dx * (o.value - mean_y);
-        sxx += dx * dx;
-    }
-    let slope = if sxx > 0.0 { sxy / sxx } else { 0.0 };
-    (mean_y - slope * mean_x, slope)
-}
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = q * (sorted.len() - 1) as f64;
-    let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo as f64)
-}
-
 impl Report {
     pub fn rows(&self) -> Vec<Row> {
         let mut rows = Vec::new();
-        for metric in [Metric::Ets, Metric::Apc] {
+        for metric in Metric::ALL {
             for regime in Regime::ALL {
-                let mut median = [0.0; 3];
-                let mut p90 = [0.0; 3];
+                let mut median = [0.0; 4];
+                let mut p90 = [0.0; 4];
                 let mut count = 0;
                 for (i, method) in Method::ALL.into_iter().enumerate() {
                     let mut errors: Vec<f64> = self
@@ -216,21 +202,22 @@ impl Report {
             out,
             "Synthetic applications: {}, seed {}.\n\n\
              Absolute % error against the true curve: median / 90th percentile.\n\n\
-             | metric | where | predictions | Joulecast | least-squares line | largest run per node × n |\n\
-             |---|---|---:|---:|---:|---:|",
+             | metric | where | predictions | Joulecast | least-squares line | line or power law, picked by leave-one-out | largest run per node × n |\n\
+             |---|---|---:|---:|---:|---:|---:|",
             self.apps, self.seed
         );
         for row in self.rows() {
             let cell = |i: usize| format!("{:.2} / {:.2}", row.median[i], row.p90[i]);
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 row.metric.as_str().to_uppercase(),
                 row.regime.label(),
                 row.count,
                 cell(0),
                 cell(1),
-                cell(2)
+                cell(2),
+                cell(3)
             );
         }
         out
@@ -242,31 +229,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_least_squares_line_is_exact_on_a_line() {
-        let obs: Vec<Observation> = [1, 2, 5, 9]
-            .iter()
-            .map(|&n| Observation {
-                nodes: n,
-                value: 4.0 + 3.0 * f64::from(n),
-                weight: 1.0,
-            })
-            .collect();
-        let (a, b) = least_squares_line(&obs);
-        assert!((a - 4.0).abs() < 1e-9 && (b - 3.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn percentiles_interpolate() {
-        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
-        assert_eq!(percentile(&v, 0.5), 3.0);
-        assert!((percentile(&v, 0.9) - 4.6).abs() < 1e-12);
-    }
-
-    #[test]
     fn a_small_run_reports_every_row() {
         let report = run(5, 1);
         let rows = report.rows();
-        assert_eq!(rows.len(), 6);
+        assert_eq!(rows.len(), 9);
         assert!(
             rows.iter()
                 .all(|r| r.count > 0 && r.median.iter().all(|m| m.is_finite()))
@@ -275,9 +241,10 @@ mod tests {
 }
 
 /// The targets of the accuracy suite, checked on the report's own settings
-/// (400 applications, seed 1): median ≤ 2 % inside the measured range and
-/// ≤ 5 % at 2×, and better than both baselines in every row (median and 90th
-/// percentile).
+/// (400 applications, seed 1): every row at or below the line or power law
+/// picked by leave-one-out (median); EtS and APC within 2 % inside the
+/// measured range and 5 % at 2×; TtS within 1 % inside, 3 % at 1.5× and
+/// 5 % at 2×.
 #[cfg(test)]
 mod targets {
     use super::*;
@@ -285,18 +252,17 @@ mod targets {
     #[test]
     fn the_predictor_meets_its_accuracy_targets() {
         let report = run(400, 1);
+        let table = report.to_markdown();
         for row in report.rows() {
-            let [ours, line, per_node] = row.median;
-            let limit = match row.regime {
-                Regime::Interpolation => 2.0,
-                Regime::Extrapolation1_5 | Regime::Extrapolation2 => 5.0,
+            let [ours, _, picked, _] = row.median;
+            let limit = match (row.metric, row.regime) {
+                (Metric::Tts, Regime::Interpolation) => 1.0,
+                (Metric::Tts, Regime::Extrapolation1_5) => 3.0,
+                (_, Regime::Interpolation) => 2.0,
+                _ => 5.0,
             };
-            assert!(ours <= limit, "{row:?}");
-            assert!(ours < line && ours < per_node, "median {row:?}");
-            assert!(
-                row.p90[0] < row.p90[1] && row.p90[0] < row.p90[2],
-                "p90 {row:?}"
-            );
+            assert!(ours <= limit, "{row:?}\n{table}");
+            assert!(ours <= picked, "median {row:?}\n{table}");
         }
     }
 }

@@ -1,0 +1,316 @@
+//! The predictor on real measurements: ARCHER2 strong-scaling times
+//! (tests/fixtures/archer2/, with their sources and licences in its README).
+//!
+//! For every configuration of every data set with at least three node
+//! counts, time-to-solution is predicted as a user would meet it:
+//! - **leave one count out**: each interior node count predicted from the
+//!   runs at all the others;
+//! - **largest count**: the largest node count predicted from the runs
+//!   below it.
+//!
+//! The truth is the mean of the runs at the count predicted. Beside
+//! Joulecast, the baselines: log-log interpolation between the neighbouring
+//! measured counts (beyond them, the power law through the last two), and a
+//! least-squares line and power law through all runs.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use super::{Baseline, error_pct, loglog_neighbours, median};
+use crate::model::{self, Aggregate, FitOptions, History, Metric, Observation, ScalingMode};
+
+/// The data sets the suite reads, each `<name>.csv` with the columns
+/// `app,config,nodes,repetition,time_s[,…]`.
+pub const DATASETS: [&str; 6] = [
+    "ofiucx_castep",
+    "ofiucx_cp2k",
+    "ofiucx_nemo",
+    "ofiucx_opensbli",
+    "ofiucx_vasp",
+    "freq_opensbli",
+];
+
+/// The methods compared, in report order.
+pub const METHODS: [&str; 4] = [
+    "Joulecast",
+    "log-log neighbours",
+    "least-squares line",
+    "least-squares power law",
+];
+
+/// One configuration's runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub dataset: String,
+    pub config: String,
+    pub runs: Vec<Observation>,
+}
+
+/// Read the data sets from `dir`; an error names the file and line.
+pub fn load(dir: &Path, datasets: &[&str]) -> Result<Vec<Series>, String> {
+    let mut out: Vec<Series> = Vec::new();
+    for &dataset in datasets {
+        let path = dir.join(format!("{dataset}.csv"));
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for (i, line) in text.lines().enumerate().skip(1) {
+            let fields: Vec<&str> = line.split(',').collect();
+            let parsed = match fields.as_slice() {
+                [_, config, nodes, _, time, ..] => nodes
+                    .parse::<u32>()
+                    .ok()
+                    .zip(time.parse::<f64>().ok().filter(|t| *t > 0.0))
+                    .map(|(nodes, value)| (*config, nodes, value)),
+                _ => None,
+            };
+            let Some((config, nodes, value)) = parsed else {
+                return Err(format!(
+                    "{}:{}: not app,config,nodes,repetition,time_s",
+                    path.display(),
+                    i + 1
+                ));
+            };
+            let run = Observation {
+                nodes,
+                value,
+                weight: 1.0,
+            };
+            match out
+                .iter_mut()
+                .find(|s| s.dataset == dataset && s.config == config)
+            {
+                Some(series) => series.runs.push(run),
+                None => out.push(Series {
+                    dataset: dataset.to_owned(),
+                    config: config.to_owned(),
+                    runs: vec![run],
+                }),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What is predicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An interior node count from all the others.
+    LeaveOneOut,
+    /// The largest node count from those below it.
+    Largest,
+}
+
+/// One prediction by every method.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    pub dataset: String,
+    pub config: String,
+    pub kind: Kind,
+    pub nodes: u32,
+    pub truth: f64,
+    /// % errors, in the order of `METHODS`.
+    pub errors: [f64; 4],
+    /// The family Joulecast answered with.
+    pub family: &'static str,
+}
+
+/// Every case of every series with at least three node counts.
+pub fn run(series: &[Series]) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for s in series {
+        let counts: Vec<u32> = History::new(&s.runs)
+            .points
+            .iter()
+            .map(|p| p.nodes)
+            .collect();
+        if counts.len() < 3 {
+            continue;
+        }
+        let m = counts.len();
+        let targets = (1..m - 1)
+            .map(|i| (Kind::LeaveOneOut, counts[i]))
+            .chain([(Kind::Largest, counts[m - 1])]);
+        for (kind, nodes) in targets {
+            let (training, held): (Vec<Observation>, Vec<Observation>) =
+                s.runs.iter().partition(|o| match kind {
+                    Kind::LeaveOneOut => o.nodes != nodes,
+                    Kind::Largest => o.nodes < nodes,
+                });
+            let truth = held.iter().map(|o| o.value).sum::<f64>() / held.len() as f64;
+            let options = FitOptions {
+                metric: Metric::Tts,
+                mode: ScalingMode::Unknown,
+                allowed_rmse_pct: model::DEFAULT_ALLOWED_RMSE_PCT,
+            };
+            let Some(fitted) = model::fit(&training, options) else {
+                continue;
+            };
+            let prediction = fitted.predict(nodes, Aggregate::Mean);
+            let n = f64::from(nodes);
+            let predictions = [
+                Some(prediction.value),
+                loglog_neighbours(&training, nodes),
+                Baseline::line(&training).map(|b| b.at(n)),
+                Baseline::power_law(&training).map(|b| b.at(n)),
+            ];
+            cases.push(Case {
+                dataset: s.dataset.clone(),
+                config: s.config.clone(),
+                kind,
+                nodes,
+                truth,
+                errors: predictions.map(|p| p.map_or(f64::INFINITY, |p| error_pct(p, truth))),
+                family: prediction.family.map_or("history", model::Family::as_str),
+            });
+        }
+    }
+    cases
+}
+
+/// Median % error per method over `cases` of `kind` that `keep` selects.
+pub fn medians(cases: &[Case], kind: Kind, keep: impl Fn(&Case) -> bool) -> Option<[f64; 4]> {
+    let chosen: Vec<&Case> = cases.iter().filter(|c| c.kind == kind && keep(c)).collect();
+    (!chosen.is_empty()).then(|| {
+        std::array::from_fn(|k| median(&chosen.iter().map(|c| c.errors[k]).collect::<Vec<_>>()))
+    })
+}
+
+/// The report of docs/accuracy.md: per data set and configuration, then
+/// per data set, then over all.
+pub fn to_markdown(cases: &[Case]) -> String {
+    let mut out = String::new();
+    let header = format!(
+        "| data set | configuration | cases | {} |\n|---|---|---:|{}\n",
+        METHODS.join(" | "),
+        "---:|".repeat(METHODS.len())
+    );
+    let cells = |m: [f64; 4]| {
+        m.iter()
+            .map(|e| format!("{e:.2}"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    let mut groups: Vec<(&str, &str)> = cases
+        .iter()
+        .map(|c| (c.dataset.as_str(), c.config.as_str()))
+        .collect();
+    groups.dedup();
+    for (kind, title) in [
+        (
+            Kind::LeaveOneOut,
+            "Leave one node count out: median % error of TtS",
+        ),
+        (
+            Kind::Largest,
+            "Largest node count from the smaller ones: % error of TtS",
+        ),
+    ] {
+        let _ = write!(out, "### {title}\n\n{header}");
+        for &(dataset, config) in &groups {
+            let keep = |c: &Case| c.dataset == dataset && c.config == config;
+            if let Some(m) = medians(cases, kind, keep) {
+                let count = cases.iter().filter(|c| c.kind == kind && keep(c)).count();
+                let _ = writeln!(out, "| {dataset} | {config} | {count} | {} |", cells(m));
+            }
+        }
+        let mut datasets: Vec<&str> = groups.iter().map(|g| g.0).collect();
+        datasets.dedup();
+        for dataset in datasets {
+            let keep = |c: &Case| c.dataset == dataset;
+            if let Some(m) = medians(cases, kind, keep) {
+                let count = cases.iter().filter(|c| c.kind == kind && keep(c)).count();
+                let _ = writeln!(out, "| **{dataset}** | all | {count} | {} |", cells(m));
+            }
+        }
+        if let Some(m) = medians(cases, kind, |_| true) {
+            let count = cases.iter().filter(|c| c.kind == kind).count();
+            let _ = writeln!(out, "| **all** | | {count} | {} |", cells(m));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/archer2")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fixtures_load_with_every_configuration() {
+        let series = load(&fixtures(), &DATASETS).unwrap();
+        let vasp: Vec<&Series> = series
+            .iter()
+            .filter(|s| s.dataset == "ofiucx_vasp")
+            .collect();
+        assert_eq!(vasp.len(), 2);
+        assert_eq!(vasp.iter().map(|s| s.runs.len()).sum::<usize>(), 43);
+        assert!(series.iter().all(|s| s.runs.iter().all(|r| r.value > 0.0)));
+    }
+
+    #[test]
+    fn a_bad_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("x.csv"),
+            "app,config,nodes,repetition,time_s\nA,B,four,1,2\n",
+        )
+        .unwrap();
+        let error = load(dir.path(), &["x"]).unwrap_err();
+        assert!(
+            error.ends_with("x.csv:2: not app,config,nodes,repetition,time_s"),
+            "{error}"
+        );
+    }
+}
+
+/// The targets on the committed data (issue 12): on the data sets of smooth
+/// strong scaling measured repeatedly (VASP, NEMO, CP2K), TtS leave one
+/// count out within 3 % and the largest count within 15 % (medians); and on
+/// every data set with repeated runs at each node count, no worse than
+/// log-log neighbour interpolation. CASTEP's times double or treble past 64
+/// nodes and OpenSBLI has one run per count: their figures are reported in
+/// docs/accuracy.md, not held to these targets.
+#[cfg(test)]
+mod targets {
+    use super::*;
+
+    const SMOOTH: [&str; 3] = ["ofiucx_vasp", "ofiucx_nemo", "ofiucx_cp2k"];
+
+    fn repeated(series: &[Series], dataset: &str) -> bool {
+        series
+            .iter()
+            .filter(|s| s.dataset == dataset)
+            .all(|s| History::new(&s.runs).points.iter().all(|p| p.runs > 1))
+    }
+
+    #[test]
+    fn real_scaling_data_meet_the_targets() {
+        let series = load(&fixtures(), &DATASETS).unwrap();
+        let cases = run(&series);
+        let report = to_markdown(&cases);
+        let smooth = |c: &Case| SMOOTH.contains(&c.dataset.as_str());
+        let loo = medians(&cases, Kind::LeaveOneOut, smooth).unwrap();
+        let largest = medians(&cases, Kind::Largest, smooth).unwrap();
+        assert!(loo[0] <= 3.0, "leave-one-out {loo:?}\n{report}");
+        assert!(largest[0] <= 15.0, "largest {largest:?}\n{report}");
+        let mut checked = 0;
+        for dataset in DATASETS.iter().filter(|d| repeated(&series, d)) {
+            for kind in [Kind::LeaveOneOut, Kind::Largest] {
+                let m = medians(&cases, kind, |c| c.dataset == *dataset).unwrap();
+                assert!(m[0] <= m[1] + 1e-9, "{dataset} {kind:?}: {m:?}\n{report}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 8, "CASTEP, CP2K, NEMO and VASP are repeated");
+        // Over everything, too.
+        for kind in [Kind::LeaveOneOut, Kind::Largest] {
+            let m = medians(&cases, kind, |_| true).unwrap();
+            assert!(m[0] <= m[1], "all {kind:?}: {m:?}\n{report}");
+        }
+    }
+}

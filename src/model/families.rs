@@ -1,0 +1,542 @@
+//! The model families of design.md §2.1: each fits one kind of curve to one
+//! point per measured node count and says how many parameters it used.
+//!
+//! Every family fits relative errors (measurement noise is relative): in
+//! (n, y) with weights quality / y², in logs with weights quality. Every
+//! curve is strictly positive wherever it can be asked (1 to 10⁶ nodes):
+//! families whose form cannot promise it check it, and give up otherwise.
+
+use std::fmt::Write;
+
+use super::fit::History;
+use super::pmnf;
+use super::predictor::{EXPONENT_RANGE, Predictor, Shape};
+use super::search;
+use super::segmented::{self, Space};
+use super::{FitOptions, Metric, lsq};
+
+/// Node counts a curve may be asked about: validation caps requests at 10⁶.
+const HORIZON: (f64, f64) = (1.0, 1e6);
+
+/// A kind of curve, simplest first (the order breaks exact ties).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// A single measured node count, scaled by the metric's ideal behaviour.
+    Scaled,
+    /// One least-squares line.
+    Line,
+    /// One least-squares power law a·n^b.
+    PowerLaw,
+    /// §4's laws with a communication term: non-negative combinations of
+    /// 1, 1/n, log2 n, n (time), and the power and energy forms that follow.
+    Physics,
+    /// §6.2's normal form with one term: c0 + c·n^i·log2(n)^j.
+    NormalForm,
+    /// The A2EP2 segmentations (cases I–V) in (n, y).
+    Segmented,
+    /// The same segmentations in (ln n, ln y): power-law pieces.
+    LogSegmented,
+    /// Straight lines between neighbouring points in (ln n, ln y).
+    Interpolation,
+}
+
+impl Family {
+    /// The families a selection fits.
+    pub const FITTED: [Family; 7] = [
+        Family::Line,
+        Family::PowerLaw,
+        Family::Physics,
+        Family::NormalForm,
+        Family::Segmented,
+        Family::LogSegmented,
+        Family::Interpolation,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Segmented => "segmented",
+            Family::LogSegmented => "log_segmented",
+            Family::Physics => "physics",
+            Family::NormalForm => "normal_form",
+            Family::Line => "line",
+            Family::PowerLaw => "power_law",
+            Family::Interpolation => "loglog_interpolation",
+            Family::Scaled => "scaled",
+        }
+    }
+}
+
+/// A term of a physics curve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Basis {
+    One,
+    /// 1/n: the parallel part of strong scaling.
+    Inverse,
+    /// log2 n: tree-shaped communication.
+    Log,
+    /// n: linear communication or power.
+    Linear,
+    /// n·log2 n: communication energy or power on n nodes.
+    LinearLog,
+}
+
+impl Basis {
+    fn at(self, n: f64) -> f64 {
+        match self {
+            Basis::One => 1.0,
+            Basis::Inverse => 1.0 / n,
+            Basis::Log => n.log2(),
+            Basis::Linear => n,
+            Basis::LinearLog => n * n.log2(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Basis::One => "1",
+            Basis::Inverse => "1/n",
+            Basis::Log => "log2(n)",
+            Basis::Linear => "n",
+            Basis::LinearLog => "n*log2(n)",
+        }
+    }
+
+    /// The terms for `metric`: time is Amdahl's a + b/n with log2 n and n
+    /// communication (weak scaling's Gustafson time is the a + c·n limit);
+    /// power is a + b·n with communication's n·log2 n; energy is their
+    /// product.
+    fn of(metric: Metric) -> &'static [Basis] {
+        match metric {
+            Metric::Tts => &[Basis::One, Basis::Inverse, Basis::Log, Basis::Linear],
+            Metric::Apc => &[Basis::One, Basis::Linear, Basis::Log, Basis::LinearLog],
+            Metric::Ets => &[
+                Basis::One,
+                Basis::Inverse,
+                Basis::Log,
+                Basis::Linear,
+                Basis::LinearLog,
+            ],
+        }
+    }
+}
+
+/// A fitted curve y(n) > 0.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Curve {
+    /// y over n, continued beyond the range as predictor.rs says.
+    Segmented(Predictor),
+    /// ln y over ln n, continued beyond the range linearly in the logs (a
+    /// power law) with an exponent the theory allows.
+    LogSegmented(Predictor),
+    /// Σ c·term, every c ≥ 0.
+    Physics(Vec<(Basis, f64)>),
+    NormalForm(pmnf::Model),
+    /// e^ln_a · n^b.
+    PowerLaw {
+        ln_a: f64,
+        b: f64,
+    },
+    /// Through (ln n, ln y) of each point; beyond the ends, the end
+    /// segment's power law (exponent within the theory's).
+    Interpolation {
+        x: Vec<f64>,
+        y: Vec<f64>,
+    },
+    /// y0·(n/n0)^exponent.
+    Scaled {
+        n0: f64,
+        y0: f64,
+        exponent: f64,
+    },
+}
+
+impl Curve {
+    pub fn value(&self, n: f64) -> f64 {
+        match self {
+            Curve::Segmented(predictor) => predictor.value(n),
+            Curve::LogSegmented(predictor) => log_segmented(predictor, n.ln()).exp(),
+            Curve::Physics(terms) => terms.iter().map(|(b, c)| c * b.at(n)).sum(),
+            Curve::NormalForm(model) => model.at(n),
+            Curve::PowerLaw { ln_a, b } => (ln_a + b * n.ln()).exp(),
+            Curve::Interpolation { x, y } => interpolate(x, y, n.ln()).exp(),
+            Curve::Scaled { n0, y0, exponent } => y0 * (n / n0).powf(*exponent),
+        }
+    }
+
+    /// The curve as a formula in n (segmented curves by their case; their
+    /// segments are described separately).
+    pub fn formula(&self) -> String {
+        match self {
+            Curve::Segmented(p) | Curve::LogSegmented(p) => match &p.shape {
+                Shape::Segmented { case, segments } => format!(
+                    "A2EP2 case {} ({} segment{}) in {}",
+                    case.as_str(),
+                    segments.len(),
+                    if segments.len() == 1 { "" } else { "s" },
+                    if matches!(self, Curve::LogSegmented(_)) {
+                        "(ln n, ln y)"
+                    } else {
+                        "(n, y)"
+                    }
+                ),
+                Shape::Scaled { .. } => String::new(),
+            },
+            Curve::Physics(terms) => {
+                let mut out = String::new();
+                for (i, (basis, c)) in terms.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(" + ");
+                    }
+                    let _ = match basis {
+                        Basis::One => write!(out, "{}", pmnf::number(*c)),
+                        _ => write!(out, "{} * {}", pmnf::number(*c), basis.name()),
+                    };
+                }
+                out
+            }
+            Curve::NormalForm(model) => model.formula().replace('p', "n"),
+            Curve::PowerLaw { ln_a, b } => {
+                format!("{} * n^{}", pmnf::number(ln_a.exp()), pmnf::number(*b))
+            }
+            Curve::Interpolation { x, .. } => format!(
+                "straight lines in (ln n, ln y) between the {} measured node counts",
+                x.len()
+            ),
+            Curve::Scaled { n0, y0, exponent } => format!(
+                "{} * (n / {})^{}",
+                pmnf::number(*y0),
+                pmnf::number(*n0),
+                pmnf::number(*exponent)
+            ),
+        }
+    }
+
+    /// The segmented predictor, and whether it is over the logs.
+    pub fn segmented(&self) -> Option<(&Predictor, bool)> {
+        match self {
+            Curve::Segmented(p) => Some((p, false)),
+            Curve::LogSegmented(p) => Some((p, true)),
+            _ => None,
+        }
+    }
+}
+
+/// A family's curve for a history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FamilyFit {
+    pub curve: Curve,
+    pub params: usize,
+    /// %RMSE (design.md §2) against the history's points.
+    pub rmse_pct: f64,
+}
+
+/// Fit `family` to `history` (at least two node counts), choosing within the
+/// family by the §2 rule with `allowed` %RMSE; `None` when the family cannot
+/// describe it (too few points, or no positive curve).
+pub fn fit(
+    family: Family,
+    history: &History,
+    options: &FitOptions,
+    allowed: f64,
+) -> Option<FamilyFit> {
+    let points = &history.points;
+    if points.len() < 2 {
+        return None;
+    }
+    let with_rmse = |curve: Curve, params: usize| {
+        let rmse_pct = segmented::pct(
+            points
+                .iter()
+                .map(|p| p.mean - curve.value(f64::from(p.nodes))),
+            history,
+        );
+        rmse_pct.is_finite().then_some(FamilyFit {
+            curve,
+            params,
+            rmse_pct,
+        })
+    };
+    match family {
+        Family::Segmented | Family::LogSegmented => {
+            let space = if family == Family::Segmented {
+                Space::Linear
+            } else {
+                Space::Log
+            };
+            let fitted = segmented::fit(history, space, allowed)?;
+            Some(FamilyFit {
+                curve: match space {
+                    Space::Linear => Curve::Segmented(fitted.predictor),
+                    Space::Log => Curve::LogSegmented(fitted.predictor),
+                },
+                params: fitted.params,
+                rmse_pct: fitted.rmse_pct,
+            })
+        }
+        Family::Line => {
+            let fitted = segmented::line(history)?;
+            Some(FamilyFit {
+                curve: Curve::Segmented(fitted.predictor),
+                params: 2,
+                rmse_pct: fitted.rmse_pct,
+            })
+        }
+        Family::PowerLaw => {
+            let (x, y, w) = logs(history);
+            let rows: Vec<f64> = x.iter().flat_map(|x| [1.0, *x]).collect();
+            let fitted = lsq::fit(&rows, 2, &y, &w)?;
+            with_rmse(
+                Curve::PowerLaw {
+                    ln_a: fitted.beta[0],
+                    b: fitted.beta[1],
+                },
+                2,
+            )
+        }
+        Family::Interpolation => {
+            let (x, y, _) = logs(history);
+            with_rmse(Curve::Interpolation { x, y }, points.len())
+        }
+        Family::Physics => physics(history, options.metric, allowed),
+        Family::NormalForm => {
+            let observations: Vec<(f64, f64)> = points
+                .iter()
+                .map(|p| (f64::from(p.nodes), p.mean))
+                .collect();
+            let settings = search::Settings {
+                max_terms: 1,
+                ..search::Settings::default()
+            };
+            let found = search::search(&observations, &settings).ok()?;
+            let params = 1 + found.model.terms.len();
+            let curve = Curve::NormalForm(found.model);
+            positive_over_horizon(&curve).then_some(())?;
+            with_rmse(curve, params)
+        }
+        Family::Scaled => None,
+    }
+}
+
+/// ln n, ln y and the weights of a fit in logs.
+fn logs(history: &History) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let points = &history.points;
+    (
+        points.iter().map(|p| f64::from(p.nodes).ln()).collect(),
+        points.iter().map(|p| p.mean.ln()).collect(),
+        points.iter().map(|p| p.weight).collect(),
+    )
+}
+
+/// Whether `curve` is finite and positive at log-spaced node counts over
+/// the whole horizon.
+fn positive_over_horizon(curve: &Curve) -> bool {
+    const PROBES: usize = 64;
+    let (a, b) = (HORIZON.0.ln(), HORIZON.1.ln());
+    (0..PROBES).all(|k| {
+        let v = curve.value((a + (b - a) * k as f64 / (PROBES - 1) as f64).exp());
+        v.is_finite() && v > 0.0
+    })
+}
+
+/// The best non-negative combination of the metric's physics terms: every
+/// subset is fitted by least squares (non-negative least squares for so few
+/// terms is the best feasible subset), the §2 rule choosing among the
+/// feasible ones.
+fn physics(history: &History, metric: Metric, allowed: f64) -> Option<FamilyFit> {
+    let points = &history.points;
+    let m = points.len();
+    let basis = Basis::of(metric);
+    let n: Vec<f64> = points.iter().map(|p| f64::from(p.nodes)).collect();
+    let y: Vec<f64> = points.iter().map(|p| p.mean).collect();
+    let w: Vec<f64> = points
+        .iter()
+        .map(|p| p.weight / (p.mean * p.mean))
+        .collect();
+    let mut best: Option<(FamilyFit, f64)> = None;
+    let mut rows = Vec::new();
+    for subset in 1u32..(1 << basis.len()) {
+        let terms: Vec<Basis> = (0..basis.len())
+            .filter(|k| subset & (1 << k) != 0)
+            .map(|k| basis[k])
+            .collect();
+        let k = terms.len();
+        // Keep a residual degree of freedom, as the other families do.
+        if k >= m {
+            continue;
+        }
+        rows.clear();
+        for &x in &n {
+            rows.extend(terms.iter().map(|b| b.at(x)));
+        }
+        let Some(fitted) = lsq::fit(&rows, k, &y, &w) else {
+            continue;
+        };
+        if fitted.beta.iter().any(|c| *c < 0.0) {
+            continue;
+        }
+        let curve = Curve::Physics(terms.iter().copied().zip(fitted.beta).collect());
+        if curve.value(HORIZON.0).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+            continue;
+        }
+        let rmse_pct = segmented::pct(y.iter().zip(&fitted.fitted).map(|(y, f)| y - f), history);
+        let loo = fitted.loo.as_ref().map_or(f64::INFINITY, |loo| {
+            segmented::pct(loo.iter().copied(), history)
+        });
+        let candidate = FamilyFit {
+            curve,
+            params: k,
+            rmse_pct,
+        };
+        let better = match &best {
+            None => true,
+            Some((b, b_loo)) => {
+                let (within, b_within) = (rmse_pct <= allowed + 1e-9, b.rmse_pct <= allowed + 1e-9);
+                match (within, b_within) {
+                    (true, false) => true,
+                    (false, true) => false,
+                    (true, true) => (k, loo) < (b.params, *b_loo),
+                    (false, false) => loo < *b_loo,
+                }
+            }
+        };
+        if better && rmse_pct.is_finite() {
+            best = Some((candidate, loo));
+        }
+    }
+    best.map(|(fit, _)| fit)
+}
+
+/// A segmented predictor over x = ln n, continued linearly in the logs with
+/// the end segment's slope, held within the theory's exponents.
+fn log_segmented(predictor: &Predictor, x: f64) -> f64 {
+    let Shape::Segmented { segments, .. } = &predictor.shape else {
+        return predictor.value(x.exp()).ln();
+    };
+    let (first, last) = (&segments[0], &segments[segments.len() - 1]);
+    let clamp = |s: f64| s.clamp(EXPONENT_RANGE.0, EXPONENT_RANGE.1);
+    if x < first.lo {
+        first.value(first.lo) + clamp(first.end_slope(false)) * (x - first.lo)
+    } else if x > last.hi {
+        last.value(last.hi) + clamp(last.end_slope(true)) * (x - last.hi)
+    } else {
+        segments.iter().find(|s| x <= s.hi).unwrap_or(last).value(x)
+    }
+}
+
+/// Piecewise-linear interpolation of (x, y) at `at`; beyond the ends, the
+/// end segment continued with its slope held within the theory's exponents.
+fn interpolate(x: &[f64], y: &[f64], at: f64) -> f64 {
+    let m = x.len();
+    if m == 1 {
+        return y[0];
+    }
+    let k = x.partition_point(|v| *v < at).clamp(1, m - 1);
+    let slope = (y[k] - y[k - 1]) / (x[k] - x[k - 1]);
+    if at < x[0] || at > x[m - 1] {
+        let (x0, y0) = if at < x[0] {
+            (x[0], y[0])
+        } else {
+            (x[m - 1], y[m - 1])
+        };
+        return y0 + slope.clamp(EXPONENT_RANGE.0, EXPONENT_RANGE.1) * (at - x0);
+    }
+    y[k - 1] + slope * (at - x[k - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Observation, ScalingMode};
+
+    fn history(f: impl Fn(f64) -> f64, nodes: &[u32]) -> History {
+        History::new(
+            &nodes
+                .iter()
+                .map(|&n| Observation {
+                    nodes: n,
+                    value: f(f64::from(n)),
+                    weight: 1.0,
+                })
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    fn options(metric: Metric) -> FitOptions {
+        FitOptions {
+            metric,
+            mode: ScalingMode::Unknown,
+            allowed_rmse_pct: 2.0,
+        }
+    }
+
+    #[test]
+    fn the_power_law_family_recovers_an_exact_power_law() {
+        let h = history(|n| 250.0 * n.powf(0.9), &[2, 3, 5, 8, 13, 21]);
+        let fit = super::fit(Family::PowerLaw, &h, &options(Metric::Apc), 2.0).unwrap();
+        let Curve::PowerLaw { ln_a, b } = fit.curve else {
+            unreachable!()
+        };
+        assert!((ln_a.exp() - 250.0).abs() < 1e-9 && (b - 0.9).abs() < 1e-12);
+        assert!(fit.rmse_pct < 1e-9 && fit.params == 2);
+    }
+
+    #[test]
+    fn the_physics_family_keeps_only_the_terms_the_data_call_for() {
+        // Amdahl without communication: a + b/n, so no log2 n or n term.
+        let h = history(|n| 40.0 + 960.0 / n, &[1, 2, 4, 8, 16, 32]);
+        let fit = super::fit(Family::Physics, &h, &options(Metric::Tts), 2.0).unwrap();
+        let Curve::Physics(terms) = &fit.curve else {
+            unreachable!()
+        };
+        assert_eq!(fit.params, 2, "{terms:?}");
+        assert_eq!(
+            terms.iter().map(|t| t.0).collect::<Vec<_>>(),
+            [Basis::One, Basis::Inverse]
+        );
+        assert!((terms[0].1 - 40.0).abs() < 1e-9 && (terms[1].1 - 960.0).abs() < 1e-9);
+        assert_eq!(fit.curve.formula(), "40 + 960 * 1/n");
+    }
+
+    #[test]
+    fn physics_coefficients_are_never_negative() {
+        // A time that rises then falls: any fit with a negative coefficient
+        // would do better in-sample, and is not a physics curve.
+        let h = history(|n| 100.0 + 10.0 * n - 0.3 * n * n, &[1, 2, 4, 8, 12, 16]);
+        let fit = super::fit(Family::Physics, &h, &options(Metric::Tts), 2.0).unwrap();
+        let Curve::Physics(terms) = &fit.curve else {
+            unreachable!()
+        };
+        assert!(terms.iter().all(|(_, c)| *c >= 0.0), "{terms:?}");
+    }
+
+    #[test]
+    fn interpolation_passes_through_the_points_and_extends_in_the_logs() {
+        let h = history(
+            |n| if n < 10.0 { 800.0 / n } else { 100.0 },
+            &[1, 4, 16, 64],
+        );
+        let fit = super::fit(Family::Interpolation, &h, &options(Metric::Tts), 2.0).unwrap();
+        assert!(fit.rmse_pct < 1e-12 && fit.params == 4);
+        // Between 1 and 4 the power law through both: 800·n^-1.
+        assert!((fit.curve.value(2.0) - 400.0).abs() < 1e-9);
+        // Beyond 64: flat, as between 16 and 64.
+        assert!((fit.curve.value(1000.0) - 100.0).abs() < 1e-9);
+        // Below 1 node is never asked; above, slopes steeper than the
+        // theory's are held to it: 1/n at most.
+        let steep = history(|n| 1e6 / (n * n * n), &[1, 2, 4]);
+        let fit = super::fit(Family::Interpolation, &steep, &options(Metric::Tts), 2.0).unwrap();
+        assert!((fit.curve.value(8.0) - 1e6 / 64.0 / 2.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn every_family_gives_positive_curves_over_the_horizon() {
+        let h = history(|n| 1000.0 / n + 0.5 * n, &[1, 2, 4, 8, 16, 32, 64]);
+        for family in Family::FITTED {
+            for metric in Metric::ALL {
+                if let Some(fit) = super::fit(family, &h, &options(metric), 2.0) {
+                    assert!(positive_over_horizon(&fit.curve), "{family:?} {metric:?}");
+                }
+            }
+        }
+    }
+}

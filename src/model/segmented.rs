@@ -1,0 +1,497 @@
+//! The A2EP2 segmentations of design.md §2 as a model family: every case I
+//! to V, with break points at measured node counts and non-linear segments
+//! of degree 1 to 3, fitted jointly by weighted least squares in a basis that
+//! makes the segments meet at their break points.
+//!
+//! The same segmentations are fitted in one of two spaces (design.md §2.1):
+//! - (n, y): weights are the runs' summed quality over the value squared,
+//!   since measurement noise is relative; a candidate that is not strictly
+//!   positive over the measured range is rejected;
+//! - (ln n, ln y): every segment is then a power law or a smooth bend
+//!   between power laws, the natural form of strong-scaling time; the
+//!   weights are the summed quality (a relative error is an absolute one in
+//!   ln y), and any value is positive.
+//!
+//! A linear segment spans at least three node counts, a non-linear one of
+//! degree d at least d + 2, and the last segment (which extrapolation
+//! follows) at least a third of them. Among candidates within the allowed
+//! %RMSE the one with the fewest parameters wins (so the smoothest non-linear
+//! segment), ties going to the lower leave-one-out error; when none
+//! qualifies, the lowest leave-one-out error wins.
+
+use super::fit::History;
+use super::lsq;
+use super::predictor::{Case, Predictor, Segment, SegmentKind, Shape};
+
+/// At most this many break positions are tried per segmentation (evenly
+/// spread over the measured node counts), which bounds a fit's cost.
+const MAX_BREAK_POSITIONS: usize = 12;
+/// A linear segment spans at least this many measured node counts: with two,
+/// its slope would be the difference of two noisy points, which is what an
+/// extrapolation then follows.
+const MIN_LINEAR_POINTS: usize = 3;
+/// The last segment, which extrapolation follows, spans at least 1/this of
+/// the measured node counts.
+const TAIL_SHARE: usize = 3;
+/// A non-linear segment of degree d spans at least d + this many node counts,
+/// so that it is fitted, not interpolated.
+const MIN_EXTRA_POINTS: usize = 2;
+
+/// Where the segments are fitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Space {
+    /// Node count and value as they are.
+    Linear,
+    /// Natural logarithms of both.
+    Log,
+}
+
+/// The chosen segmentation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fitted {
+    /// Over n (Linear) or ln n (Log), giving y or ln y.
+    pub predictor: Predictor,
+    pub params: usize,
+    /// %RMSE (design.md §2) of the fit against the history, in y.
+    pub rmse_pct: f64,
+}
+
+/// A fitted candidate with its leave-one-out %RMSE.
+struct Candidate {
+    fitted: Fitted,
+    loo_rmse_pct: Option<f64>,
+}
+
+/// Fit every admissible segmentation to `history` in `space` and choose by
+/// the §2 rule with `allowed` %RMSE. `None` with fewer than two node counts,
+/// or when every candidate failed.
+pub fn fit(history: &History, space: Space, allowed: f64) -> Option<Fitted> {
+    if history.points.len() < 2 {
+        return None;
+    }
+    let candidates = candidates(history, space, structures(history.points.len()));
+    let allowed = allowed + 1e-9;
+    let loo_key = |c: &&Candidate| c.loo_rmse_pct.unwrap_or(f64::INFINITY);
+    let qualifying = candidates
+        .iter()
+        .filter(|c| c.fitted.rmse_pct <= allowed)
+        .min_by(|a, b| {
+            a.fitted
+                .params
+                .cmp(&b.fitted.params)
+                .then(loo_key(a).total_cmp(&loo_key(b)))
+                .then(a.fitted.rmse_pct.total_cmp(&b.fitted.rmse_pct))
+        });
+    qualifying
+        .or_else(|| {
+            candidates.iter().min_by(|a, b| {
+                loo_key(a)
+                    .total_cmp(&loo_key(b))
+                    .then(a.fitted.rmse_pct.total_cmp(&b.fitted.rmse_pct))
+            })
+        })
+        .map(|c| c.fitted.clone())
+}
+
+/// The least-squares line (case I alone) through `history` in (n, y);
+/// `None` when it is not positive over the measured range.
+pub fn line(history: &History) -> Option<Fitted> {
+    if history.points.len() < 2 {
+        return None;
+    }
+    let case_i = Structure {
+        case: Case::I,
+        breaks: [0, 0],
+        degree: 1,
+    };
+    candidates(history, Space::Linear, vec![case_i])
+        .pop()
+        .map(|c| c.fitted)
+}
+
+/// The %RMSE formula of design.md §2 for residuals against `history`.
+pub fn pct(residuals: impl Iterator<Item = f64>, history: &History) -> f64 {
+    let m = history.points.len() as f64;
+    let mean_y: f64 = history.points.iter().map(|p| p.mean).sum::<f64>() / m;
+    let mse: f64 = residuals.map(|r| r * r).sum::<f64>() / m;
+    100.0 * mse.sqrt() / mean_y
+}
+
+/// A segmentation to fit: the case, its break points (indices into the
+/// history's points) and the degree of its non-linear segment.
+#[derive(Debug, Clone, Copy)]
+struct Structure {
+    case: Case,
+    breaks: [usize; 2],
+    degree: usize,
+}
+
+impl Structure {
+    fn params(&self) -> usize {
+        match self.case {
+            Case::I => 2,
+            Case::II => self.degree + 1,
+            Case::III | Case::IV => self.degree + 2,
+            Case::V => self.degree + 3,
+        }
+    }
+
+    /// The segments as (first point, last point, kind, degree).
+    fn segments(&self, m: usize) -> Vec<(usize, usize, SegmentKind, usize)> {
+        let [a, b] = self.breaks;
+        let (l, n) = (SegmentKind::Linear, SegmentKind::NonLinear);
+        match self.case {
+            Case::I => vec![(0, m - 1, l, 1)],
+            Case::II => vec![(0, m - 1, n, self.degree)],
+            Case::III => vec![(0, a, l, 1), (a, m - 1, n, self.degree)],
+            Case::IV => vec![(0, a, n, self.degree), (a, m - 1, l, 1)],
+            Case::V => vec![(0, a, l, 1), (a, b, n, self.degree), (b, m - 1, l, 1)],
+        }
+    }
+
+    /// The basis functions at scaled position t, given the scaled break
+    /// positions; continuity at the breaks holds by construction.
+    fn basis(&self, t: f64, ta: f64, tb: f64, out: &mut Vec<f64>) {
+        out.clear();
+        out.push(1.0);
+        let d = self.degree;
+        match self.case {
+            Case::I => out.push(t),
+            Case::II => out.extend((1..=d).map(|k| t.powi(k as i32))),
+            Case::III => {
+                out.push(t.min(ta));
+                let u = (t - ta).max(0.0);
+                out.extend((1..=d).map(|k| u.powi(k as i32)));
+            }
+            Case::IV => {
+                let u = (t - ta).min(0.0);
+                out.extend((1..=d).map(|k| u.powi(k as i32)));
+                out.push((t - ta).max(0.0));
+            }
+            Case::V => {
+                out.push((t - ta).min(0.0));
+                let u = t.clamp(ta, tb) - ta;
+                out.extend((1..=d).map(|k| u.powi(k as i32)));
+                out.push((t - tb).max(0.0));
+            }
+        }
+    }
+}
+
+/// Every admissible structure for `m` points.
+fn structures(m: usize) -> Vec<Structure> {
+    let mut out = vec![Structure {
+        case: Case::I,
+        breaks: [0, 0],
+        degree: 1,
+    }];
+    // Positions worth breaking at, spread evenly over the interior points.
+    let interior: Vec<usize> = if m > 2 {
+        let all: Vec<usize> = (1..m - 1).collect();
+        if all.len() <= MAX_BREAK_POSITIONS {
+            all
+        } else {
+            (0..MAX_BREAK_POSITIONS)
+                .map(|i| all[i * (all.len() - 1) / (MAX_BREAK_POSITIONS - 1)])
+                .collect()
+        }
+    } else {
+        Vec::new()
+    };
+    for degree in 1..=3 {
+        if degree >= 2 {
+            out.push(Structure {
+                case: Case::II,
+                breaks: [0, 0],
+                degree,
+            });
+        }
+        // Points in a segment (the break points count for both sides).
+        let linear_ok = |points: usize| points >= MIN_LINEAR_POINTS;
+        let non_linear_ok = |points: usize| points >= degree + MIN_EXTRA_POINTS;
+        // The last segment is what extrapolation follows: it spans at least
+        // a third of the measured node counts.
+        let last_ok = |points: usize| points >= m.div_ceil(TAIL_SHARE);
+        for &a in &interior {
+            if linear_ok(a + 1) && non_linear_ok(m - a) && last_ok(m - a) {
+                out.push(Structure {
+                    case: Case::III,
+                    breaks: [a, 0],
+                    degree,
+                });
+            }
+            if non_linear_ok(a + 1) && linear_ok(m - a) && last_ok(m - a) {
+                out.push(Structure {
+                    case: Case::IV,
+                    breaks: [a, 0],
+                    degree,
+                });
+            }
+            for &b in interior.iter().filter(|&&b| b > a) {
+                if linear_ok(a + 1)
+                    && non_linear_ok(b - a + 1)
+                    && linear_ok(m - b)
+                    && last_ok(m - b)
+                {
+                    out.push(Structure {
+                        case: Case::V,
+                        breaks: [a, b],
+                        degree,
+                    });
+                }
+            }
+        }
+    }
+    // At least one residual degree of freedom, except the line through two points.
+    out.retain(|s| s.params() < m || (s.case == Case::I && m == 2));
+    out
+}
+
+/// Fit every admissible structure; keep those with a finite %RMSE that are,
+/// in the linear space, strictly positive over the measured range.
+fn candidates(history: &History, space: Space, structures: Vec<Structure>) -> Vec<Candidate> {
+    let points = &history.points;
+    let m = points.len();
+    let x: Vec<f64> = points
+        .iter()
+        .map(|p| match space {
+            Space::Linear => f64::from(p.nodes),
+            Space::Log => f64::from(p.nodes).ln(),
+        })
+        .collect();
+    let (x0, x1) = (x[0], x[m - 1]);
+    let scale = x1 - x0;
+    let t: Vec<f64> = x.iter().map(|x| (x - x0) / scale).collect();
+    let (y, w): (Vec<f64>, Vec<f64>) = points
+        .iter()
+        .map(|p| match space {
+            // Measurement noise is relative (a few per cent of the value), so
+            // a point's variance grows with its value squared.
+            Space::Linear => (p.mean, p.weight / (p.mean * p.mean)),
+            Space::Log => (p.mean.ln(), p.weight),
+        })
+        .unzip();
+    // Back to y, and the residual in y for a residual `e` in the fit's space.
+    let to_y = |v: f64| match space {
+        Space::Linear => v,
+        Space::Log => v.exp(),
+    };
+    let residual = |i: usize, e: f64| match space {
+        Space::Linear => e,
+        Space::Log => points[i].mean * (1.0 - (-e).exp()),
+    };
+    let mut rows = Vec::new();
+    let mut basis = Vec::with_capacity(6);
+    structures
+        .into_iter()
+        .filter_map(|structure| {
+            let p = structure.params();
+            let (ta, tb) = (t[structure.breaks[0]], t[structure.breaks[1]]);
+            rows.clear();
+            for &ti in &t {
+                structure.basis(ti, ta, tb, &mut basis);
+                rows.extend_from_slice(&basis);
+            }
+            let fitted = lsq::fit(&rows, p, &y, &w)?;
+            let value = |v: f64| {
+                let mut basis = Vec::with_capacity(6);
+                structure.basis((v - x0) / scale, ta, tb, &mut basis);
+                basis
+                    .iter()
+                    .zip(&fitted.beta)
+                    .map(|(b, c)| b * c)
+                    .sum::<f64>()
+            };
+            let segments: Vec<Segment> = structure
+                .segments(m)
+                .into_iter()
+                .map(|(i, j, kind, degree)| local_segment(x[i], x[j], kind, degree, &value))
+                .collect::<Option<_>>()?;
+            if space == Space::Linear && !segments.iter().all(|s| s.minimum() > 0.0) {
+                return None;
+            }
+            let rmse_pct = pct(
+                points
+                    .iter()
+                    .zip(&fitted.fitted)
+                    .map(|(p, f)| p.mean - to_y(*f)),
+                history,
+            );
+            let loo_rmse_pct = fitted.loo.as_ref().map(|loo| {
+                pct(
+                    loo.iter().enumerate().map(|(i, e)| residual(i, *e)),
+                    history,
+                )
+            });
+            rmse_pct.is_finite().then_some(Candidate {
+                fitted: Fitted {
+                    predictor: Predictor {
+                        shape: Shape::Segmented {
+                            case: structure.case,
+                            segments,
+                        },
+                    },
+                    params: p,
+                    rmse_pct,
+                },
+                loo_rmse_pct,
+            })
+        })
+        .collect()
+}
+
+/// The polynomial of `degree` that `value` is on [lo, hi], as coefficients of
+/// powers of (x − lo): solved from degree + 1 samples across the segment.
+fn local_segment(
+    lo: f64,
+    hi: f64,
+    kind: SegmentKind,
+    degree: usize,
+    value: &impl Fn(f64) -> f64,
+) -> Option<Segment> {
+    let width = hi - lo;
+    let k = degree + 1;
+    let v: Vec<f64> = (0..k).map(|i| i as f64 / degree as f64).collect();
+    let vandermonde = nalgebra::DMatrix::from_fn(k, k, |r, c| v[r].powi(c as i32));
+    let samples = nalgebra::DVector::from_iterator(k, v.iter().map(|v| value(lo + v * width)));
+    let solved = vandermonde.lu().solve(&samples)?;
+    let mut coeffs = [0.0; 4];
+    for (power, (coefficient, solved)) in coeffs.iter_mut().zip(solved.iter()).enumerate() {
+        *coefficient = solved / width.powi(power as i32);
+    }
+    coeffs.iter().all(|c| c.is_finite()).then_some(Segment {
+        lo,
+        hi,
+        kind,
+        degree,
+        coeffs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Observation;
+
+    fn history(points: &[(u32, f64)]) -> History {
+        History::new(
+            &points
+                .iter()
+                .map(|&(nodes, value)| Observation {
+                    nodes,
+                    value,
+                    weight: 1.0,
+                })
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    fn case(fitted: &Fitted) -> Case {
+        match &fitted.predictor.shape {
+            Shape::Segmented { case, .. } => *case,
+            Shape::Scaled { .. } => panic!("not segmented"),
+        }
+    }
+
+    #[test]
+    fn exact_linear_data_give_case_i_with_zero_rmse() {
+        let h = history(&[(1, 110.0), (2, 120.0), (4, 140.0), (8, 180.0), (16, 260.0)]);
+        let fitted = fit(&h, Space::Linear, 2.0).unwrap();
+        assert_eq!(case(&fitted), Case::I);
+        assert!(fitted.rmse_pct < 1e-9);
+        assert!((fitted.predictor.value(10.0) - 200.0).abs() < 1e-6);
+        assert!((fitted.predictor.value(32.0) - 420.0).abs() < 1e-6);
+        assert_eq!(line(&h).unwrap().predictor, fitted.predictor);
+    }
+
+    #[test]
+    fn an_exact_power_law_is_case_i_in_the_logs() {
+        let data: Vec<(u32, f64)> = [1, 2, 4, 8, 16]
+            .iter()
+            .map(|&n| (n, 1000.0 * 0.52f64.powf(f64::from(n).log2())))
+            .collect();
+        let h = history(&data);
+        let fitted = fit(&h, Space::Log, 2.0).unwrap();
+        assert_eq!(case(&fitted), Case::I);
+        assert!(fitted.rmse_pct < 1e-6, "{}", fitted.rmse_pct);
+        // y = 1000·n^log2(0.52): the slope in the logs.
+        let Shape::Segmented { segments, .. } = &fitted.predictor.shape else {
+            unreachable!()
+        };
+        assert!((segments[0].coeffs[1] - 0.52f64.log2()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_quadratic_needs_the_smallest_nonlinear_degree() {
+        let data: Vec<(u32, f64)> = (1..=12)
+            .map(|n| (n, 50.0 + 2.0 * f64::from(n * n)))
+            .collect();
+        let fitted = fit(&history(&data), Space::Linear, 0.5).unwrap();
+        // A quadratic fits exactly with three parameters: nothing simpler does.
+        assert_eq!(fitted.params, 3);
+        assert!(fitted.rmse_pct < 1e-6);
+        assert!((fitted.predictor.value(7.0) - 148.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_saturating_history_is_split_into_segments() {
+        // Linear up to 16 nodes, then flat: case III or IV with a linear end,
+        // which extrapolates flat.
+        let data: Vec<(u32, f64)> = [1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64]
+            .iter()
+            .map(|&n| (n, if n <= 16 { 10.0 * f64::from(n) } else { 160.0 }))
+            .collect();
+        let fitted = fit(&history(&data), Space::Linear, 1.0).unwrap();
+        assert!(fitted.rmse_pct <= 1.0, "rmse {}", fitted.rmse_pct);
+        let v = fitted.predictor.value(128.0);
+        assert!((v - 160.0).abs() / 160.0 < 0.05, "{v}");
+    }
+
+    #[test]
+    fn no_cubic_is_extrapolated_freely() {
+        let data: Vec<(u32, f64)> = (1..=10)
+            .map(|n| {
+                let x = f64::from(n);
+                (n, 1000.0 + 30.0 * x - 6.0 * x * x + 0.4 * x * x * x)
+            })
+            .collect();
+        let fitted = fit(&history(&data), Space::Linear, 0.1).unwrap();
+        // Beyond 10 nodes the predictor is a straight line, whatever the fit
+        // inside: equal steps give equal increments.
+        let p = &fitted.predictor;
+        let (a, b, c) = (p.value(20.0), p.value(30.0), p.value(40.0));
+        assert!(((c - b) - (b - a)).abs() < 1e-6, "{a} {b} {c}");
+        // A free cubic would give 1000 + 1200 − 9600 + 25600 = 18200 at 40.
+        assert!(c < 10_000.0, "{c}");
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 64,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            /// Data on a line give case I with (numerically) zero %RMSE.
+            #[test]
+            fn exact_lines_are_case_i(
+                intercept in 1.0f64..1e4,
+                slope in 0.0f64..1e3,
+                nodes in prop::collection::btree_set(1u32..2048, 3..20),
+            ) {
+                let data: Vec<(u32, f64)> = nodes
+                    .iter()
+                    .map(|&n| (n, intercept + slope * f64::from(n)))
+                    .collect();
+                let fitted = fit(&history(&data), Space::Linear, 2.0).unwrap();
+                prop_assert_eq!(case(&fitted), Case::I);
+                prop_assert!(fitted.rmse_pct < 1e-6, "{}", fitted.rmse_pct);
+            }
+        }
+    }
+}

@@ -1,0 +1,476 @@
+//! One predictor per metric, chosen by back-test (design.md §2.1).
+//!
+//! Every family of families.rs is fitted to the history, and back-tested
+//! twice, each time refitting the whole family (its own choice of
+//! segmentation, terms or exponent included) on part of the history:
+//! - leave one node count out: each interior node count predicted from the
+//!   others (an interpolation);
+//! - forward: each of the largest node counts predicted from the counts
+//!   below it (an extrapolation one step beyond the range).
+//!
+//! A query inside the measured range is answered by the family with the best
+//! score weighted towards leave-one-out, one beyond it by the best weighted
+//! towards the forward test. Scores within noise of the best are tied: among
+//! those, a candidate within the allowed %RMSE beats one outside it, then
+//! fewer parameters win (design.md §2's rule), then the better score. So a
+//! model far outside the allowed %RMSE can only win by back-testing better.
+
+use super::families::{self, Curve, Family};
+use super::fit::{ErrorSummary, History, Holdout, effective_allowed};
+use super::{FitOptions, Metric};
+
+/// At most this many interior node counts are left out in turn (evenly
+/// spread), which bounds the cost of a selection for any history.
+const MAX_LEAVE_ONE_OUT: usize = 8;
+/// At most this many of the largest node counts are predicted forward.
+const MAX_FORWARD: usize = 3;
+/// The forward test needs at least this many node counts to train on, except
+/// in a history of three (where it trains on two).
+const MIN_FORWARD_TRAINING: usize = 3;
+/// Weights of (leave-one-out, forward) mean errors in the score of a query
+/// inside the measured range, and of one beyond it.
+const WEIGHTS: [(f64, f64); 2] = [(0.8, 0.2), (0.25, 0.75)];
+/// Scores within this fraction of the best are tied, and so are those within
+/// one standard error of the best score (the "one standard error" rule of
+/// cross-validation: a difference its own cases cannot tell apart)…
+const TIE_FRACTION: f64 = 0.1;
+/// …or within this many percentage points: numerically the same.
+const TIE_FLOOR_PCT: f64 = 1e-6;
+/// …or within this many standard errors of a node count's mean (from the
+/// scatter of repeated runs): a difference the noise alone makes.
+const TIE_STANDARD_ERRORS: f64 = 0.5;
+
+/// Where a query falls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Regime {
+    /// Between the smallest and largest measured node counts.
+    Inside = 0,
+    /// Below or above them.
+    Beyond = 1,
+}
+
+/// One family's curve with its back-test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    pub family: Family,
+    pub curve: Curve,
+    pub params: usize,
+    /// %RMSE against the history.
+    pub rmse_pct: f64,
+    /// `rmse_pct` is within the allowed %RMSE applied.
+    pub within_allowed: bool,
+    /// Interior node counts, each predicted by the family fitted without it.
+    pub leave_one_out: Option<ErrorSummary>,
+    /// The largest node counts, each predicted by the family fitted to the
+    /// counts below it.
+    pub forward: Option<Holdout>,
+    /// Weighted mean % error per regime; infinite where it could not be
+    /// back-tested (the family did not fit part of the history).
+    pub score: [f64; 2],
+    /// The standard error of each score, from the spread of its cases.
+    pub score_error: [f64; 2],
+}
+
+/// Every candidate, and the winner of each regime.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection {
+    pub candidates: Vec<Candidate>,
+    /// Indices into `candidates`, by regime.
+    pub winners: [usize; 2],
+}
+
+impl Selection {
+    pub fn winner(&self, regime: Regime) -> &Candidate {
+        &self.candidates[self.winners[regime as usize]]
+    }
+
+    /// The other candidates, best score in `regime` first.
+    pub fn runners_up(&self, regime: Regime) -> Vec<&Candidate> {
+        let winner = self.winners[regime as usize];
+        let mut others: Vec<&Candidate> = self
+            .candidates
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != winner)
+            .map(|(_, c)| c)
+            .collect();
+        others.sort_by(|a, b| a.score[regime as usize].total_cmp(&b.score[regime as usize]));
+        others
+    }
+}
+
+/// Fit and back-test every family on `history` (at least one node count);
+/// `allowed` is the %RMSE applied to the whole history.
+pub fn select(history: &History, options: &FitOptions, allowed: f64) -> Selection {
+    let m = history.points.len();
+    if m == 1 {
+        let p = &history.points[0];
+        return alone(Candidate {
+            family: Family::Scaled,
+            curve: Curve::Scaled {
+                n0: f64::from(p.nodes),
+                y0: p.mean,
+                exponent: options.metric.ideal_exponent(options.mode),
+            },
+            params: 1,
+            rmse_pct: 0.0,
+            within_allowed: true,
+            leave_one_out: None,
+            forward: None,
+            score: [f64::INFINITY; 2],
+            score_error: [0.0; 2],
+        });
+    }
+    if m == 2 {
+        // Nothing to back-test with: power grows like a line in n, time and
+        // energy like a power law (design.md §4).
+        let preferred = match options.metric {
+            Metric::Apc => [Family::Line, Family::PowerLaw],
+            Metric::Ets | Metric::Tts => [Family::PowerLaw, Family::Line],
+        };
+        let fitted = preferred
+            .into_iter()
+            .chain([Family::Interpolation])
+            .find_map(|family| Some((family, families::fit(family, history, options, allowed)?)));
+        if let Some((family, fit)) = fitted {
+            return alone(Candidate {
+                family,
+                within_allowed: fit.rmse_pct <= allowed + 1e-9,
+                curve: fit.curve,
+                params: fit.params,
+                rmse_pct: fit.rmse_pct,
+                leave_one_out: None,
+                forward: None,
+                score: [f64::INFINITY; 2],
+                score_error: [0.0; 2],
+            });
+        }
+    }
+    let candidates: Vec<Candidate> = Family::FITTED
+        .into_iter()
+        .filter_map(|family| {
+            let fit = families::fit(family, history, options, allowed)?;
+            let leave_one_out = leave_one_out(family, history, options);
+            let forward = forward(family, history, options);
+            let forward_errors = forward.as_ref().map(|h| &h.errors);
+            let parts = [leave_one_out.as_ref(), forward_errors].map(|e| {
+                e.map_or((f64::INFINITY, 0.0), |e| {
+                    (e.mean_pct, e.standard_error_pct())
+                })
+            });
+            let score = WEIGHTS.map(|(a, b)| a * parts[0].0 + b * parts[1].0);
+            let score_error =
+                WEIGHTS.map(|(a, b)| ((a * parts[0].1).powi(2) + (b * parts[1].1).powi(2)).sqrt());
+            Some(Candidate {
+                family,
+                within_allowed: fit.rmse_pct <= allowed + 1e-9,
+                curve: fit.curve,
+                params: fit.params,
+                rmse_pct: fit.rmse_pct,
+                leave_one_out,
+                forward,
+                score,
+                score_error,
+            })
+        })
+        .collect();
+    let noise = history.replicate_noise().map_or(0.0, |noise| {
+        let runs_per_point = history.runs.max(1) as f64 / m as f64;
+        100.0 * TIE_STANDARD_ERRORS * noise / runs_per_point.max(1.0).sqrt()
+    });
+    let winners = [Regime::Inside, Regime::Beyond].map(|r| winner(&candidates, r, noise));
+    Selection {
+        candidates,
+        winners,
+    }
+}
+
+fn alone(candidate: Candidate) -> Selection {
+    Selection {
+        candidates: vec![candidate],
+        winners: [0, 0],
+    }
+}
+
+/// The candidate answering `regime`: the best score, or within the tie
+/// tolerance of it, within the allowed %RMSE, fewest parameters, best score,
+/// simplest family (`Family`'s order), in that order; by in-sample fit when
+/// nothing could be back-tested.
+fn winner(candidates: &[Candidate], regime: Regime, noise_pct: f64) -> usize {
+    let r = regime as usize;
+    let Some(best) = candidates
+        .iter()
+        .min_by(|a, b| a.score[r].total_cmp(&b.score[r]))
+    else {
+        return 0;
+    };
+    let tolerance = (TIE_FRACTION * best.score[r])
+        .max(noise_pct)
+        .max(best.score_error[r])
+        .max(TIE_FLOOR_PCT);
+    let best = best.score[r];
+    let tied = |c: &Candidate| !best.is_finite() || c.score[r] <= best + tolerance;
+    candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| tied(c))
+        .min_by(|(_, a), (_, b)| {
+            let score = if (a.score[r] - b.score[r]).abs() <= TIE_FLOOR_PCT {
+                std::cmp::Ordering::Equal
+            } else {
+                a.score[r].total_cmp(&b.score[r])
+            };
+            b.within_allowed
+                .cmp(&a.within_allowed)
+                .then(a.params.cmp(&b.params))
+                .then(score)
+                .then(a.family.cmp(&b.family))
+        })
+        .map_or(0, |(i, _)| i)
+}
+
+/// % error of `family` fitted to `training`, at `point` of the history.
+fn error_at(
+    family: Family,
+    training: &History,
+    options: &FitOptions,
+    nodes: u32,
+    truth: f64,
+) -> Option<f64> {
+    let allowed = effective_allowed(training, options.allowed_rmse_pct);
+    let fit = families::fit(family, training, options, allowed)?;
+    let error = 100.0 * ((fit.curve.value(f64::from(nodes)) - truth) / truth).abs();
+    error.is_finite().then_some(error)
+}
+
+/// Each interior node count (at most `MAX_LEAVE_ONE_OUT`, evenly spread)
+/// predicted from the others; `None` without interior counts, or when the
+/// family fails on some reduced history.
+fn leave_one_out(family: Family, history: &History, options: &FitOptions) -> Option<ErrorSummary> {
+    let m = history.points.len();
+    if m < 3 {
+        return None;
+    }
+    let interior = m - 2;
+    let cases = interior.min(MAX_LEAVE_ONE_OUT);
+    let errors = (0..cases)
+        .map(|k| {
+            let i = 1 + if cases == 1 {
+                0
+            } else {
+                k * (interior - 1) / (cases - 1)
+            };
+            let p = &history.points[i];
+            error_at(family, &history.without(i), options, p.nodes, p.mean)
+        })
+        .collect::<Option<Vec<f64>>>()?;
+    ErrorSummary::new(errors)
+}
+
+/// Each of the largest node counts (at most `MAX_FORWARD`) predicted from
+/// all counts below it; `None` for fewer than three node counts.
+fn forward(family: Family, history: &History, options: &FitOptions) -> Option<Holdout> {
+    let m = history.points.len();
+    if m < 3 {
+        return None;
+    }
+    let cases = m.saturating_sub(MIN_FORWARD_TRAINING).clamp(1, MAX_FORWARD);
+    let first = m - cases;
+    let errors = (first..m)
+        .map(|i| {
+            let p = &history.points[i];
+            error_at(family, &history.prefix(i), options, p.nodes, p.mean)
+        })
+        .collect::<Option<Vec<f64>>>()?;
+    Some(Holdout {
+        held_out: history.points[first..].iter().map(|p| p.nodes).collect(),
+        trained_up_to: history.points[first - 1].nodes,
+        errors: ErrorSummary::new(errors)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Observation, ScalingMode, fit};
+
+    fn options(metric: Metric) -> FitOptions {
+        FitOptions {
+            metric,
+            mode: ScalingMode::Unknown,
+            allowed_rmse_pct: 2.0,
+        }
+    }
+
+    fn history(f: impl Fn(f64) -> f64, nodes: &[u32]) -> History {
+        History::new(
+            &nodes
+                .iter()
+                .map(|&n| Observation {
+                    nodes: n,
+                    value: f(f64::from(n)),
+                    weight: 1.0,
+                })
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    const POWERS: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+
+    #[test]
+    fn exact_power_law_data_are_recovered_by_a_log_log_family() {
+        let truth = |n: f64| 3600.0 * n.powf(-0.83);
+        let h = history(truth, &POWERS);
+        let selection = select(&h, &options(Metric::Tts), 2.0);
+        for regime in [Regime::Inside, Regime::Beyond] {
+            let winner = selection.winner(regime);
+            assert_eq!(winner.family, Family::PowerLaw, "{regime:?}");
+            for n in [3.0, 48.0, 512.0, 4096.0] {
+                let v = winner.curve.value(n);
+                assert!((v / truth(n) - 1.0).abs() < 1e-9, "{n}: {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn exact_amdahl_plus_log_data_are_recovered_by_the_physics_family() {
+        let truth = |n: f64| 50.0 + 1000.0 / n + 8.0 * n.log2();
+        let h = history(truth, &POWERS);
+        let selection = select(&h, &options(Metric::Tts), 2.0);
+        for regime in [Regime::Inside, Regime::Beyond] {
+            let winner = selection.winner(regime);
+            assert_eq!(winner.family, Family::Physics, "{regime:?}");
+            let Curve::Physics(terms) = &winner.curve else {
+                unreachable!()
+            };
+            assert_eq!(terms.len(), 3, "{terms:?}");
+            for n in [3.0, 48.0, 512.0, 4096.0] {
+                let v = winner.curve.value(n);
+                assert!((v / truth(n) - 1.0).abs() < 1e-9, "{n}: {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_badly_fitting_model_never_wins_over_a_better_backtest() {
+        // Strong-scaling time: a line is far outside the allowed %RMSE and
+        // back-tests far worse; it must not win, whatever its parameters.
+        let truth = |n: f64| 20.0 + 5000.0 / n;
+        let h = history(truth, &POWERS);
+        let selection = select(&h, &options(Metric::Tts), 2.0);
+        let line = selection
+            .candidates
+            .iter()
+            .find(|c| c.family == Family::Line)
+            .expect("a line is always fitted");
+        assert!(!line.within_allowed);
+        for regime in [Regime::Inside, Regime::Beyond] {
+            let winner = selection.winner(regime);
+            assert_ne!(winner.family, Family::Line);
+            assert!(winner.score[regime as usize] < line.score[regime as usize] / 10.0);
+        }
+    }
+
+    #[test]
+    fn backtests_leave_out_interior_counts_and_predict_the_largest_forward() {
+        let h = history(|n| 100.0 + 3.0 * n, &[4, 8, 12, 16, 20, 24, 28, 32, 36, 40]);
+        let selection = select(&h, &options(Metric::Apc), 2.0);
+        let line = selection
+            .candidates
+            .iter()
+            .find(|c| c.family == Family::Line)
+            .unwrap();
+        let loo = line.leave_one_out.as_ref().unwrap();
+        // Eight interior counts at most.
+        assert_eq!(loo.points, 8);
+        assert!(loo.max_pct < 1e-9);
+        let forward = line.forward.as_ref().unwrap();
+        assert_eq!(forward.held_out, [32, 36, 40]);
+        assert_eq!(forward.trained_up_to, 28);
+        assert!(forward.errors.max_pct < 1e-9);
+        // On exact data every back-test is ~0: the tie goes to the fewest
+        // parameters within the allowed %RMSE (a line, as the line or as
+        // physics' a + b·n).
+        let winner = selection.winner(Regime::Inside);
+        assert_eq!(winner.params, 2, "{:?}", winner.family);
+        assert!((winner.curve.value(50.0) - 250.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_model_answers_inside_and_beyond_with_their_winners() {
+        let observations: Vec<Observation> = POWERS
+            .iter()
+            .map(|&n| Observation {
+                nodes: n,
+                value: 50.0 + 1000.0 / f64::from(n) + 8.0 * f64::from(n).log2(),
+                weight: 1.0,
+            })
+            .collect();
+        let model = fit(&observations, options(Metric::Tts)).unwrap();
+        assert_eq!(model.regime(100), Regime::Inside);
+        assert_eq!(model.regime(257), Regime::Beyond);
+        let p = model.predict_model(512);
+        assert_eq!(
+            p.family,
+            Some(model.selection.winner(Regime::Beyond).family)
+        );
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig {
+                cases: 48,
+                failure_persistence: None,
+                ..ProptestConfig::default()
+            })]
+
+            /// Whatever the history, the winner of each regime back-tests
+            /// within the tie tolerance of the best candidate: a candidate
+            /// that back-tests clearly better is never passed over.
+            #[test]
+            fn the_winner_is_within_noise_of_the_best_backtest(
+                t1 in 10.0f64..1e5,
+                serial in 0.0f64..0.2,
+                comm in 0.0f64..0.05,
+                noise in prop::collection::vec(-0.05f64..0.05, 9),
+                metric in prop::sample::select(Metric::ALL.to_vec()),
+            ) {
+                let observations: Vec<Observation> = POWERS
+                    .iter()
+                    .zip(&noise)
+                    .map(|(&n, e)| {
+                        let x = f64::from(n);
+                        Observation {
+                            nodes: n,
+                            value: t1 * (serial + (1.0 - serial) / x + comm * x.log2()) * (1.0 + e),
+                            weight: 1.0,
+                        }
+                    })
+                    .collect();
+                let h = History::new(&observations);
+                let selection = select(&h, &options(metric), 2.0);
+                for regime in [Regime::Inside, Regime::Beyond] {
+                    let r = regime as usize;
+                    let best = selection
+                        .candidates
+                        .iter()
+                        .min_by(|a, b| a.score[r].total_cmp(&b.score[r]))
+                        .unwrap();
+                    let tolerance = (TIE_FRACTION * best.score[r])
+                        .max(best.score_error[r])
+                        .max(TIE_FLOOR_PCT);
+                    let winner = selection.winner(regime);
+                    prop_assert!(
+                        winner.score[r] <= best.score[r] + tolerance + 1e-12,
+                        "{regime:?}: {} won with {} against {} at {}",
+                        winner.family.as_str(), winner.score[r], best.family.as_str(), best.score[r]
+                    );
+                }
+            }
+        }
+    }
+}
