@@ -8,7 +8,7 @@ use rand::{Rng, SeedableRng};
 
 use super::{Baseline, error_pct, percentile};
 use crate::model::synth::{self, SyntheticApp, Truth};
-use crate::model::{self, Aggregate, FitOptions, Metric, Observation};
+use crate::model::{self, Aggregate, FitOptions, Metric, Observation, consistency};
 
 /// Where predictions are asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,28 +114,41 @@ pub fn run(apps: usize, seed: u64) -> Report {
         ));
         targets.push((Regime::Extrapolation2, hi * 2));
 
-        for metric in Metric::ALL {
-            let value = |t: &Truth| match metric {
-                Metric::Ets => t.energy_j,
-                Metric::Apc => t.power_w,
-                Metric::Tts => t.time_s,
-            };
-            let observations: Vec<Observation> = measured
+        let value = |metric: Metric, t: &Truth| match metric {
+            Metric::Ets => t.energy_j,
+            Metric::Apc => t.power_w,
+            Metric::Tts => t.time_s,
+        };
+        let observations = |metric: Metric| -> Vec<Observation> {
+            measured
                 .iter()
                 .map(|(n, t)| Observation {
                     nodes: *n,
-                    value: value(t),
+                    value: value(metric, t),
                     weight: 1.0,
                 })
-                .collect();
+                .collect()
+        };
+        let models = Metric::ALL.map(|metric| {
             let options = FitOptions {
                 metric,
                 mode: app.mode,
                 allowed_rmse_pct: model::DEFAULT_ALLOWED_RMSE_PCT,
             };
-            let Some(fitted) = model::fit(&observations, options) else {
-                continue;
-            };
+            model::fit(&observations(metric), options)
+        });
+        let [Some(ets), Some(apc), Some(tts)] = &models else {
+            continue;
+        };
+        // What the service answers: the three predictions, reconciled.
+        let answers: Vec<[f64; 3]> = targets
+            .iter()
+            .map(|&(_, n)| {
+                consistency::predict([ets, apc, tts], n, Aggregate::Mean).map(|p| p.value)
+            })
+            .collect();
+        for (k, metric) in Metric::ALL.into_iter().enumerate() {
+            let observations = observations(metric);
             let line = Baseline::line(&observations);
             let picked = Baseline::picked_by_leave_one_out(&observations);
             let largest = observations
@@ -144,11 +157,11 @@ pub fn run(apps: usize, seed: u64) -> Report {
                 .map(|o| o.value / f64::from(o.nodes))
                 .next()
                 .unwrap_or(0.0);
-            for &(regime, n) in &targets {
-                let truth = value(&app.truth(f64::from(n)));
+            for (&(regime, n), answer) in targets.iter().zip(&answers) {
+                let truth = value(metric, &app.truth(f64::from(n)));
                 let x = f64::from(n);
                 let predictions = [
-                    Some(fitted.predict(n, Aggregate::Mean).value),
+                    Some(answer[k]),
                     line.map(|b| b.at(x)),
                     picked.map(|b| b.at(x)),
                     Some(largest * x),

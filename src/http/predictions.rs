@@ -18,7 +18,7 @@ use super::extract::{Json, Path, Query};
 use super::{AppState, json_reply};
 use crate::hostlist;
 use crate::model::{
-    self, Aggregate, Candidate, Flag, Metric, Model, Prediction, Regime, Shape, Source,
+    self, Aggregate, Candidate, Flag, Metric, Model, Prediction, Regime, Shape, Source, consistency,
 };
 use crate::predict::{self, Fitted, PredictError};
 use crate::store::apps::AppRow;
@@ -601,6 +601,31 @@ pub(super) async fn fitted_models(
     Ok(out)
 }
 
+/// The predictions of `metrics` at `nodes`, with their models. All three
+/// metrics are predicted and made consistent (EtS = APC × TtS within the
+/// intervals, `model::consistency`) whichever are asked for, so that
+/// separate queries for each metric agree too.
+async fn consistent_predictions(
+    state: &AppState,
+    app: &AppRow,
+    metrics: &[Metric],
+    allowed: f64,
+    nodes: u32,
+    aggregate: AggregateName,
+) -> ApiResult<(Vec<Arc<Fitted>>, Vec<Prediction>)> {
+    let all = fitted_models(state, app, &Metric::ALL, allowed).await?;
+    let predicted = consistency::predict(
+        [&all[0].model, &all[1].model, &all[2].model],
+        nodes,
+        aggregate.into(),
+    );
+    Ok(metrics
+        .iter()
+        .filter_map(|m| Metric::ALL.iter().position(|x| x == m))
+        .map(|i| (all[i].clone(), predicted[i].clone()))
+        .unzip())
+}
+
 fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
     metric.map_or_else(|| Metric::ALL.to_vec(), |m| vec![m.into()])
 }
@@ -651,16 +676,13 @@ pub async fn get_predictions(
     let allowed = predict::allowed_rmse(&app, allowed);
     let aggregate = params.aggregate.unwrap_or_default();
     let metrics = metrics_of(params.metric);
-    let models = fitted_models(&state, &app, &metrics, allowed).await?;
+    let (models, mut predicted) =
+        consistent_predictions(&state, &app, &metrics, allowed, nodes, aggregate).await?;
     let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
         node_answers(&state, &app, nodes, &scope, allowed, aggregate).await?
     } else {
         (None, None)
     };
-    let mut predicted: Vec<Prediction> = models
-        .iter()
-        .map(|m| m.model.predict(nodes, aggregate.into()))
-        .collect();
     physics_flags(&state, &app, &models, nodes, &mut predicted).await?;
     let answer = Predictions {
         model_version: predict::ModelVersion(&app),
@@ -929,6 +951,8 @@ pub struct BriefPrediction {
     pub value: f64,
     pub unit: &'static str,
     pub source: &'static str,
+    /// The model family that answered, for `source: model`.
+    pub family: Option<&'static str>,
     pub low: f64,
     pub high: f64,
     pub flags: Vec<&'static str>,
@@ -1053,9 +1077,10 @@ async fn answer(
     let allowed = predict::allowed_rmse(&app, allowed);
     let aggregate = query.aggregate.unwrap_or_default();
     let metrics = metrics_of(query.metric);
-    let models = fitted_models(state, &app, &metrics, allowed)
-        .await
-        .map_err(ApiError::into_problem)?;
+    let (models, mut predicted) =
+        consistent_predictions(state, &app, &metrics, allowed, nodes, aggregate)
+            .await
+            .map_err(ApiError::into_problem)?;
     let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
         node_answers(state, &app, nodes, &scope, allowed, aggregate)
             .await
@@ -1070,10 +1095,6 @@ async fn answer(
     } else {
         (None, None)
     };
-    let mut predicted: Vec<Prediction> = models
-        .iter()
-        .map(|m| m.model.predict(nodes, aggregate.into()))
-        .collect();
     physics_flags(state, &app, &models, nodes, &mut predicted)
         .await
         .map_err(ApiError::into_problem)?;
@@ -1087,6 +1108,7 @@ async fn answer(
                 value: p.value,
                 unit: model.options.metric.unit(),
                 source: source_name(p.source),
+                family: p.family.map(model::Family::as_str),
                 low: p.low,
                 high: p.high,
                 flags: p.flags.iter().map(|f| f.as_str()).collect(),
@@ -1133,6 +1155,9 @@ pub struct CurvePoint {
     pub value: f64,
     pub low: f64,
     pub high: f64,
+    /// The model family that gives this point: the one chosen for node
+    /// counts inside the measured range, or the one beyond it.
+    pub family: String,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -1239,6 +1264,7 @@ pub async fn get_curve(
                 value: p.value,
                 low: p.low,
                 high: p.high,
+                family: p.family.map_or("", model::Family::as_str).to_owned(),
             }
         })
         .collect();

@@ -14,6 +14,10 @@ use super::select::{self, Candidate, Regime, Selection};
 use super::theory;
 use super::{Aggregate, FitOptions, Observation};
 
+/// A selection sees at most this many points: beyond, node counts close on
+/// a log scale are pooled (`History::coarsened`), which bounds its cost for
+/// any history.
+pub const MAX_SELECTION_POINTS: usize = 24;
 /// Relative width of the prediction interval per unit of σ (95 %).
 const Z95: f64 = 1.96;
 /// Relative uncertainty assumed when too few node counts were measured to
@@ -135,6 +139,79 @@ impl History {
             / m;
         let mean = self.points.iter().map(|p| p.mean).sum::<f64>() / m;
         Some(100.0 * noise * mean_square.sqrt() / mean)
+    }
+
+    /// The history with its points pooled into at most `max` groups evenly
+    /// spaced in ln n, or `None` when it has no more points than that. A
+    /// group is one point at the weighted geometric mean of its node counts,
+    /// with the weighted mean of their values; its scatter is that of all
+    /// its runs around that mean, so the replicate noise it shows includes
+    /// the curve's change across the group (an upper bound).
+    pub fn coarsened(&self, max: usize) -> Option<History> {
+        let m = self.points.len();
+        if m <= max {
+            return None;
+        }
+        let (lo, hi) = self.range();
+        let (lo, hi) = (lo.ln(), hi.ln());
+        let group = |p: &NodePoint| {
+            (((f64::from(p.nodes).ln() - lo) / (hi - lo) * max as f64) as usize).min(max - 1)
+        };
+        let mut points: Vec<NodePoint> = Vec::with_capacity(max);
+        let mut i = 0;
+        while i < m {
+            let g = group(&self.points[i]);
+            let j = i + self.points[i..]
+                .iter()
+                .take_while(|p| group(p) == g)
+                .count();
+            let members = &self.points[i..j];
+            let weight: f64 = members.iter().map(|p| p.weight).sum();
+            let mean = members.iter().map(|p| p.mean * p.weight).sum::<f64>() / weight;
+            let ln_nodes = members
+                .iter()
+                .map(|p| f64::from(p.nodes).ln() * p.weight)
+                .sum::<f64>()
+                / weight;
+            let scatter = members
+                .iter()
+                .map(|p| {
+                    // Relative deviations from the group's mean: shift each
+                    // point's own scatter (around its mean) to it.
+                    let shift = (p.mean - mean) / mean;
+                    let scale = (p.mean / mean).powi(2);
+                    p.scatter * scale + p.runs as f64 * shift * shift
+                })
+                .sum();
+            points.push(NodePoint {
+                nodes: ln_nodes.exp().round() as u32,
+                mean,
+                min: members.iter().map(|p| p.min).fold(f64::INFINITY, f64::min),
+                max: members.iter().map(|p| p.max).fold(0.0, f64::max),
+                weight,
+                runs: members.iter().map(|p| p.runs).sum(),
+                scatter,
+            });
+            i = j;
+        }
+        // Rounding may give two groups the same node count: keep them apart.
+        points.dedup_by(|b, a| {
+            if a.nodes != b.nodes {
+                return false;
+            }
+            let weight = a.weight + b.weight;
+            a.mean = (a.mean * a.weight + b.mean * b.weight) / weight;
+            a.weight = weight;
+            a.runs += b.runs;
+            a.scatter += b.scatter;
+            a.min = a.min.min(b.min);
+            a.max = a.max.max(b.max);
+            true
+        });
+        Some(History {
+            points,
+            runs: self.runs,
+        })
     }
 
     /// The history without its `i`-th point.
@@ -289,7 +366,10 @@ pub fn fit_history(history: History, options: FitOptions) -> Option<Model> {
         return None;
     }
     let allowed = effective_allowed(&history, options.allowed_rmse_pct);
-    let selection = select::select(&history, &options, allowed);
+    let selection = match history.coarsened(MAX_SELECTION_POINTS) {
+        Some(pooled) => select::select(&pooled, &options, allowed),
+        None => select::select(&history, &options, allowed),
+    };
     let sigma = if history.points.len() < 3 {
         [THIN_SIGMA; 2]
     } else {

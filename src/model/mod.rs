@@ -6,6 +6,7 @@
 pub mod bounds;
 pub mod capacity;
 pub mod classify;
+pub mod consistency;
 pub mod efficiency;
 pub mod expectation;
 pub mod families;

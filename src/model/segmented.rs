@@ -25,7 +25,7 @@ use super::predictor::{Case, Predictor, Segment, SegmentKind, Shape};
 
 /// At most this many break positions are tried per segmentation (evenly
 /// spread over the measured node counts), which bounds a fit's cost.
-const MAX_BREAK_POSITIONS: usize = 12;
+const MAX_BREAK_POSITIONS: usize = 9;
 /// A linear segment spans at least this many measured node counts: with two,
 /// its slope would be the difference of two noisy points, which is what an
 /// extrapolation then follows.

@@ -21,12 +21,16 @@ use super::{FitOptions, Metric};
 
 /// At most this many interior node counts are left out in turn (evenly
 /// spread), which bounds the cost of a selection for any history.
-const MAX_LEAVE_ONE_OUT: usize = 8;
+const MAX_LEAVE_ONE_OUT: usize = 6;
 /// At most this many of the largest node counts are predicted forward.
 const MAX_FORWARD: usize = 3;
 /// The forward test needs at least this many node counts to train on, except
 /// in a history of three (where it trains on two).
 const MIN_FORWARD_TRAINING: usize = 3;
+/// The forward test predicts a node count from those at most 1/this of it:
+/// queries beyond the range ask at 1.5× to 2× the largest count, and a
+/// curve's end slope over a short step says little about that far.
+const FORWARD_RATIO: f64 = 1.5;
 /// Weights of (leave-one-out, forward) mean errors in the score of a query
 /// inside the measured range, and of one beyond it.
 const WEIGHTS: [(f64, f64); 2] = [(0.8, 0.2), (0.25, 0.75)];
@@ -268,7 +272,9 @@ fn leave_one_out(family: Family, history: &History, options: &FitOptions) -> Opt
 }
 
 /// Each of the largest node counts (at most `MAX_FORWARD`) predicted from
-/// all counts below it; `None` for fewer than three node counts.
+/// the counts at most 1/`FORWARD_RATIO` of it, as far as an extrapolation
+/// reaches; where that leaves too few to train on, from all counts below
+/// it. `None` for fewer than three node counts.
 fn forward(family: Family, history: &History, options: &FitOptions) -> Option<Holdout> {
     let m = history.points.len();
     if m < 3 {
@@ -276,15 +282,29 @@ fn forward(family: Family, history: &History, options: &FitOptions) -> Option<Ho
     }
     let cases = m.saturating_sub(MIN_FORWARD_TRAINING).clamp(1, MAX_FORWARD);
     let first = m - cases;
+    let min_training = MIN_FORWARD_TRAINING.min(m - 1);
+    let training = |i: usize| {
+        let reach = f64::from(history.points[i].nodes) / FORWARD_RATIO;
+        let far = history
+            .points
+            .partition_point(|p| f64::from(p.nodes) <= reach);
+        if far >= min_training { far } else { i }
+    };
     let errors = (first..m)
         .map(|i| {
             let p = &history.points[i];
-            error_at(family, &history.prefix(i), options, p.nodes, p.mean)
+            error_at(
+                family,
+                &history.prefix(training(i)),
+                options,
+                p.nodes,
+                p.mean,
+            )
         })
         .collect::<Option<Vec<f64>>>()?;
     Some(Holdout {
         held_out: history.points[first..].iter().map(|p| p.nodes).collect(),
-        trained_up_to: history.points[first - 1].nodes,
+        trained_up_to: history.points[training(first) - 1].nodes,
         errors: ErrorSummary::new(errors)?,
     })
 }
@@ -381,12 +401,14 @@ mod tests {
             .find(|c| c.family == Family::Line)
             .unwrap();
         let loo = line.leave_one_out.as_ref().unwrap();
-        // Eight interior counts at most.
-        assert_eq!(loo.points, 8);
+        // Six interior counts at most.
+        assert_eq!(loo.points, 6);
         assert!(loo.max_pct < 1e-9);
         let forward = line.forward.as_ref().unwrap();
         assert_eq!(forward.held_out, [32, 36, 40]);
-        assert_eq!(forward.trained_up_to, 28);
+        // 32 is predicted from the counts up to 32 / 1.5, the others from
+        // more.
+        assert_eq!(forward.trained_up_to, 20);
         assert!(forward.errors.max_pct < 1e-9);
         // On exact data every back-test is ~0: the tie goes to the fewest
         // parameters within the allowed %RMSE (a line, as the line or as

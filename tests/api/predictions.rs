@@ -119,7 +119,9 @@ async fn a_new_run_refits_and_queries_in_between_do_not() {
         .get("/v1/apps/lin/predictions?nodes=12&metric=ets", &app.read)
         .await;
     let version = first.body["model_version"].clone();
-    assert_eq!(models.counters(), (1, 1));
+    // All three metrics are fitted (answers are made consistent across
+    // them) from one reading of the runs.
+    assert_eq!(models.counters(), (3, 1));
     for nodes in [12, 20, 64, 3] {
         let reply = app
             .get(
@@ -131,7 +133,7 @@ async fn a_new_run_refits_and_queries_in_between_do_not() {
     }
     assert_eq!(
         models.counters(),
-        (1, 1),
+        (3, 1),
         "no refit and no reading of runs in between"
     );
 
@@ -147,14 +149,14 @@ async fn a_new_run_refits_and_queries_in_between_do_not() {
     assert_eq!(ets["source"], "history");
     assert!(close(&ets["value"], 2500.0));
     assert_eq!(ets["history"]["runs"], 7);
-    assert_eq!(models.counters(), (2, 2));
+    assert_eq!(models.counters(), (6, 2));
 
     // A duplicate changes nothing: no new version, no refit.
     let again = app.post("/v1/runs", &app.ingest, &at_12).await;
     assert_eq!(again.body["status"], "duplicate");
     app.get("/v1/apps/lin/predictions?nodes=12&metric=ets", &app.read)
         .await;
-    assert_eq!(models.counters(), (2, 2));
+    assert_eq!(models.counters(), (6, 2));
 }
 
 #[tokio::test]
@@ -628,4 +630,83 @@ async fn extrapolations_that_depart_from_the_declared_law_are_flagged() {
         flags.contains(&json!("outside_theoretical_bounds")),
         "{flags:?}"
     );
+}
+
+/// Each metric has its own model, but the answers agree: APC × TtS lies in
+/// EtS's interval, or EtS in the product's, inside and beyond the range, in
+/// single and batch answers alike.
+#[tokio::test]
+async fn energy_is_power_times_time_within_the_intervals() {
+    let app = TestApp::new().await;
+    // Noisy runs (±3 % on time and power, fixed pattern): three models that
+    // need not multiply out on their own.
+    let runs: Vec<Value> = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let x = f64::from(n);
+            let wobble = |k: usize| 1.0 + 0.03 * (((i * 7 + k) % 5) as f64 - 2.0) / 2.0;
+            let time = 3600.0 * (0.05 + 0.95 / x) * wobble(1);
+            let power = 300.0 * (1.0 + 0.4 * (x - 1.0) * 0.05) / (0.05 + 0.95 / x) * wobble(3);
+            let mut r = crate::support::run("mix", &format!("mix-{n}"), i64::from(n));
+            r["avg_power_w"] = json!(power);
+            r["energy_j"] = json!(power * time);
+            r
+        })
+        .collect();
+    let reply = app
+        .post("/v1/runs/batch", &app.ingest, &json!({"runs": runs}))
+        .await;
+    assert_eq!(reply.body["created"], 10, "{:#}", reply.body);
+    let consistent = |p: &[&Value; 3]| {
+        let f = |v: &Value, k: &str| v[k].as_f64().unwrap();
+        let [e, a, t] = p;
+        let product = f(a, "value") * f(t, "value");
+        let in_energy =
+            f(e, "low") * (1.0 - 1e-9) <= product && product <= f(e, "high") * (1.0 + 1e-9);
+        let energy = f(e, "value");
+        let in_product = f(a, "low") * f(t, "low") * (1.0 - 1e-9) <= energy
+            && energy <= f(a, "high") * f(t, "high") * (1.0 + 1e-9);
+        in_energy || in_product
+    };
+    for nodes in [5, 10, 20, 48, 64, 200] {
+        let reply = app
+            .get(
+                &format!("/v1/apps/mix/predictions?nodes={nodes}"),
+                &app.read,
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        let flat = |m: &str| {
+            let p = prediction(&reply.body, m);
+            json!({"value": p["value"], "low": p["interval"]["low"], "high": p["interval"]["high"]})
+        };
+        let [e, a, t] = ["ets", "apc", "tts"].map(flat);
+        assert!(consistent(&[&e, &a, &t]), "{nodes}: {:#}", reply.body);
+        for m in ["ets", "apc", "tts"] {
+            assert!(prediction(&reply.body, m)["family"].is_string());
+        }
+        // Asking for one metric gives the same value as asking for all.
+        let one = app
+            .get(
+                &format!("/v1/apps/mix/predictions?nodes={nodes}&metric=tts"),
+                &app.read,
+            )
+            .await;
+        assert_eq!(one.body["predictions"][0]["value"], t["value"]);
+    }
+    let queries: Vec<Value> = [5, 48, 200]
+        .iter()
+        .map(|n| json!({"app": "mix", "nodes": n}))
+        .collect();
+    let reply = app
+        .post("/v1/predictions", &app.read, &json!({"queries": queries}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    for answer in reply.body["answers"].as_array().unwrap() {
+        let p = answer["predictions"].as_array().unwrap();
+        let by = |m: &str| p.iter().find(|x| x["metric"] == m).unwrap();
+        assert!(consistent(&[by("ets"), by("apc"), by("tts")]), "{answer:#}");
+        assert!(by("tts")["family"].is_string(), "{answer:#}");
+    }
 }

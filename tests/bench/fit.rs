@@ -52,6 +52,52 @@ fn fit(c: &mut Criterion) {
     group.finish();
 }
 
+/// Selection over every family (design.md §2.1) as the number of distinct
+/// node counts grows: its cost depends on these, not on the runs (a history
+/// is one point per node count), and is bounded by the caps on back-test
+/// cases and break positions. Time-to-solution, the hardest metric.
+fn selection(c: &mut Criterion) {
+    let mut group = c.benchmark_group("select");
+    group.sample_size(20);
+    for distinct in [5usize, 9, 20, 50, 200, 1_000] {
+        let mut rng = StdRng::seed_from_u64(5);
+        let app = SyntheticApp {
+            mode: ScalingMode::Strong,
+            parallel: 0.99,
+            idle: 0.4,
+            saturates_at: None,
+            t1_s: 36_000.0,
+            busy_node_w: 300.0,
+            noise: 0.015,
+        };
+        // Node counts spread geometrically from 1 to 100,000.
+        let counts: Vec<u32> = (0..distinct)
+            .map(|i| (1e5f64.powf(i as f64 / (distinct - 1) as f64)).round() as u32)
+            .collect();
+        let history = model::History::new(
+            &counts
+                .iter()
+                .flat_map(|&n| [n, n, n])
+                .map(|n| Observation {
+                    nodes: n,
+                    value: app.measure(f64::from(n), &mut rng).time_s,
+                    weight: 1.0,
+                })
+                .collect::<Vec<_>>(),
+        );
+        let options = FitOptions {
+            metric: Metric::Tts,
+            ..options()
+        };
+        group.bench_with_input(
+            BenchmarkId::new("distinct_counts", history.points.len()),
+            &history,
+            |b, h| b.iter(|| model::fit_history(std::hint::black_box(h.clone()), options)),
+        );
+    }
+    group.finish();
+}
+
 fn warm_prediction(c: &mut Criterion) {
     let fitted = model::fit(&history(1_000), options()).expect("a model");
     c.bench_function("predict/warm/model", |b| {
@@ -115,5 +161,5 @@ fn model_search(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, fit, warm_prediction, model_search);
+criterion_group!(benches, fit, selection, warm_prediction, model_search);
 criterion_main!(benches);

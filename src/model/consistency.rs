@@ -1,0 +1,160 @@
+//! EtS = APC × TtS across the three predictions of one node count
+//! (design.md §2.1).
+//!
+//! Each metric has its own model, chosen by its own back-test, so the three
+//! values need not multiply out. They are consistent when APC × TtS lies in
+//! EtS's interval or EtS in the interval of the product (whichever is
+//! wider); then nothing moves, since each model was chosen as the best for
+//! its own metric. Otherwise the excess is removed in the logs, where the
+//! identity is linear (ln E − ln P − ln T = 0): it is shared out in
+//! proportion to each prediction's variance, taken from its interval
+//! (relative half-width squared). That is the least-squares (minimum
+//! variance) adjustment: the metric predicted least surely moves most, and
+//! one predicted exactly does not move. Afterwards the product lies on the
+//! edge of the wider interval. Each interval moves with its value and keeps
+//! its relative width.
+//!
+//! Only the model's answers are reconciled: where runs were measured at the
+//! node count, each metric answers with the runs' own aggregate (every run
+//! satisfied E = P·T within 5 % at ingestion).
+
+use super::{Aggregate, Model, Prediction, Source};
+
+/// A relative half-width below which a prediction counts as exact.
+const EXACT: f64 = 1e-12;
+
+/// The predictions of `models` (EtS, APC, TtS, in `Metric::ALL`'s order) at
+/// `nodes`, reconciled when `aggregate` is the mean (a min or max of each
+/// metric is no product of the others').
+pub fn predict(models: [&Model; 3], nodes: u32, aggregate: Aggregate) -> [Prediction; 3] {
+    let [mut ets, mut apc, mut tts] = models.map(|m| m.predict(nodes, aggregate));
+    if aggregate == Aggregate::Mean {
+        reconcile(&mut ets, &mut apc, &mut tts);
+    }
+    [ets, apc, tts]
+}
+
+/// Make `ets`, `apc` and `tts` consistent in place (EtS = APC × TtS within
+/// the intervals), when all three come from the model; otherwise leave them
+/// as they are.
+pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Prediction) {
+    let all = [&*ets, &*apc, &*tts];
+    if all
+        .iter()
+        .any(|p| p.source != Source::Model || !(p.value > 0.0))
+    {
+        return;
+    }
+    let half = |p: &Prediction| {
+        let half = (p.high - p.low) / (2.0 * p.value);
+        if half.is_finite() {
+            half.max(EXACT)
+        } else {
+            1.0
+        }
+    };
+    let [he, hp, ht] = all.map(half);
+    let r = ets.value.ln() - apc.value.ln() - tts.value.ln();
+    // The discrepancy the intervals already admit, in the logs.
+    let admitted = (1.0 + he).ln().max((1.0 + hp).ln() + (1.0 + ht).ln());
+    if !r.is_finite() || r.abs() <= admitted {
+        return;
+    }
+    let excess = r - admitted.copysign(r);
+    let [ve, vp, vt] = [he, hp, ht].map(|h| h * h);
+    let total = ve + vp + vt;
+    for (p, shift) in [
+        (ets, -excess * ve / total),
+        (apc, excess * vp / total),
+        (tts, excess * vt / total),
+    ] {
+        let factor = shift.exp();
+        p.value *= factor;
+        p.low *= factor;
+        p.high *= factor;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(value: f64, half: f64) -> Prediction {
+        Prediction {
+            value,
+            source: Source::Model,
+            family: None,
+            low: value * (1.0 - half),
+            high: value * (1.0 + half),
+            flags: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn consistent_answers_are_left_alone() {
+        // 1010 J against 10 W × 100 s = 1000 J: within EtS's ±3 %.
+        let (mut e, mut p, mut t) = (model(1010.0, 0.03), model(10.0, 0.0), model(100.0, 0.01));
+        reconcile(&mut e, &mut p, &mut t);
+        assert_eq!((e.value, p.value, t.value), (1010.0, 10.0, 100.0));
+    }
+
+    #[test]
+    fn the_least_sure_prediction_takes_the_excess_and_an_exact_one_none() {
+        // APC exact, TtS ±1 %, EtS ±3 %: 10 % apart, 3 % admitted; EtS
+        // takes 9/10 of the excess, TtS 1/10.
+        let (mut e, mut p, mut t) = (model(1100.0, 0.03), model(10.0, 0.0), model(100.0, 0.01));
+        reconcile(&mut e, &mut p, &mut t);
+        assert_eq!(p.value, 10.0);
+        let excess = 1.1f64.ln() - 1.03f64.ln();
+        assert!((t.value - 100.0 * (0.1 * excess).exp()).abs() < 1e-9);
+        assert!((e.value - 1100.0 * (-0.9 * excess).exp()).abs() < 1e-9);
+        // The product now sits on the edge of EtS's interval.
+        assert!((e.value / (p.value * t.value) - 1.03).abs() < 1e-9);
+        // Intervals keep their relative widths around the new values.
+        assert!((e.high / e.value - 1.03).abs() < 1e-12);
+    }
+
+    #[test]
+    fn history_answers_are_left_as_measured() {
+        let mut e = model(1100.0, 0.03);
+        e.source = Source::History;
+        let (mut p, mut t) = (model(10.0, 0.01), model(100.0, 0.01));
+        reconcile(&mut e, &mut p, &mut t);
+        assert_eq!((e.value, p.value, t.value), (1100.0, 10.0, 100.0));
+    }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Afterwards APC × TtS lies in EtS's interval or EtS in the
+            /// product's; no value moved by more than the discrepancy (in the
+            /// logs); and consistent inputs are unchanged.
+            #[test]
+            fn energy_is_power_times_time_within_the_intervals(
+                e in 1e-3f64..1e12, p in 1e-3f64..1e7, t in 1e-3f64..1e6,
+                he in 0.0f64..0.9, hp in 0.0f64..0.9, ht in 0.0f64..0.9,
+            ) {
+                let (mut me, mut mp, mut mt) = (model(e, he), model(p, hp), model(t, ht));
+                reconcile(&mut me, &mut mp, &mut mt);
+                let product = mp.value * mt.value;
+                let in_energy = me.low * (1.0 - 1e-9) <= product && product <= me.high * (1.0 + 1e-9);
+                let in_product = mp.low * mt.low * (1.0 - 1e-9) <= me.value
+                    && me.value <= mp.high * mt.high * (1.0 + 1e-9);
+                prop_assert!(in_energy || in_product, "{me:?} {mp:?} {mt:?}");
+                let r = (e / (p * t)).ln().abs();
+                for (before, after) in [(e, me.value), (p, mp.value), (t, mt.value)] {
+                    prop_assert!((after / before).ln().abs() <= r + 1e-9);
+                }
+                prop_assert!(me.low <= me.value && me.value <= me.high);
+                let (mut ce, mut cp, mut ct) = (model(p * t, he), model(p, hp), model(t, ht));
+                reconcile(&mut ce, &mut cp, &mut ct);
+                prop_assert!(ce.value == p * t && cp.value == p && ct.value == t);
+            }
+        }
+    }
+}
