@@ -41,7 +41,7 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
     let all = [&*ets, &*apc, &*tts];
     if all
         .iter()
-        .any(|p| p.source != Source::Model || !(p.value > 0.0))
+        .any(|p| p.source != Source::Model || p.value.is_nan() || p.value <= 0.0)
     {
         return;
     }
