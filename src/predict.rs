@@ -3,9 +3,10 @@
 //!
 //! A query reads the application's row (its `history_version` and metadata,
 //! one indexed lookup). If a model was fitted for that version, it answers
-//! from it: no refit, no reading of runs. Otherwise the runs are read once for
-//! that version and the model is fitted on a blocking thread, once, however
-//! many queries wait for it. Every committed run bumps the version in the
+//! from it: no refit, no reading of history. Otherwise the history is read
+//! once for that version, as sufficient statistics (one row per node count,
+//! design.md §2.2, however many runs), and the model is fitted on a blocking
+//! thread, once, however many queries wait for it. Every committed run bumps the version in the
 //! database, so writes through any replica are noticed by the next query.
 
 use std::collections::HashMap;
@@ -19,7 +20,7 @@ use tokio::sync::OnceCell;
 use crate::model::bounds::{self, Scale};
 use crate::model::physics::Physics;
 use crate::model::{self, FitOptions, Metric, Model, Observation, ScalingMode};
-use crate::store::{self, apps::AppRow, runs::RunPower, runs::RunQuantities};
+use crate::store::{self, apps::AppRow, runs::RunPower, runs::RunQuantities, stats::StatsRow};
 
 /// Distinct allowed %RMSE values cached per application version; requests
 /// for more are answered without caching, so a client cannot grow memory.
@@ -64,7 +65,7 @@ pub struct Fitted {
 
 struct AppModels {
     version: Version,
-    runs: OnceCell<Arc<Vec<RunQuantities>>>,
+    stats: OnceCell<Arc<Vec<StatsRow>>>,
     physics: OnceCell<Option<Arc<Physics>>>,
     fits: Mutex<HashMap<FitKey, Arc<OnceCell<Arc<Fitted>>>>>,
 }
@@ -122,7 +123,7 @@ impl serde::Serialize for ModelVersion<'_> {
 }
 
 impl Models {
-    /// How many models were fitted, and how many times runs were read, since
+    /// How many models were fitted, and how many times history was read, since
     /// start: queries between two changes of an application do neither.
     pub fn counters(&self) -> (u64, u64) {
         (
@@ -143,7 +144,7 @@ impl Models {
             _ => {
                 let entry = Arc::new(AppModels {
                     version,
-                    runs: OnceCell::new(),
+                    stats: OnceCell::new(),
                     physics: OnceCell::new(),
                     fits: Mutex::new(HashMap::new()),
                 });
@@ -153,18 +154,19 @@ impl Models {
         }
     }
 
-    /// The runs of this version of `app`, read once.
-    async fn runs(
+    /// The history of this version of `app`, read once: its sufficient
+    /// statistics per node count.
+    async fn stats(
         &self,
         pool: &PgPool,
         app: &AppRow,
         entry: &AppModels,
-    ) -> Result<Arc<Vec<RunQuantities>>, PredictError> {
+    ) -> Result<Arc<Vec<StatsRow>>, PredictError> {
         Ok(entry
-            .runs
+            .stats
             .get_or_try_init(|| async {
                 self.run_loads.fetch_add(1, Ordering::Relaxed);
-                store::runs::quantities(pool, app.id).await.map(Arc::new)
+                store::stats::for_app(pool, app.id).await.map(Arc::new)
             })
             .await?
             .clone())
@@ -186,9 +188,9 @@ impl Models {
         entry
             .physics
             .get_or_try_init(|| async {
-                let runs = self.runs(pool, app, &entry).await?;
+                let stats = self.stats(pool, app, &entry).await?;
                 let points = |metric| {
-                    model::History::new(&observations(&runs, metric))
+                    model::History::from_stats(stats.iter().map(|r| r.of(metric)))
                         .points
                         .iter()
                         .map(|p| (f64::from(p.nodes), p.mean, p.weight))
@@ -263,7 +265,7 @@ impl Models {
         };
         cell.get_or_try_init(|| async {
             let observations = match powers {
-                None => Observations::Runs(self.runs(pool, app, &entry).await?),
+                None => Observations::Stats(self.stats(pool, app, &entry).await?),
                 Some(powers) => {
                     self.run_loads.fetch_add(1, Ordering::Relaxed);
                     let runs = store::runs::powers(pool, app.id).await?;
@@ -281,34 +283,37 @@ impl Models {
 
 /// What a fit reads.
 enum Observations {
-    Runs(Arc<Vec<RunQuantities>>),
+    Stats(Arc<Vec<StatsRow>>),
     BestNode(Vec<RunPower>, Arc<NodePowers>),
 }
 
 impl Observations {
     fn is_empty(&self) -> bool {
         match self {
-            Observations::Runs(runs) => runs.is_empty(),
+            Observations::Stats(rows) => rows.is_empty(),
             Observations::BestNode(runs, _) => runs.is_empty(),
         }
     }
 
-    fn values(&self, metric: Metric) -> Vec<Observation> {
+    fn history(&self, metric: Metric) -> model::History {
         match self {
-            Observations::Runs(runs) => observations(runs, metric),
-            Observations::BestNode(runs, powers) => best_node_observations(runs, powers),
+            Observations::Stats(rows) => {
+                model::History::from_stats(rows.iter().map(|r| r.of(metric)))
+            }
+            Observations::BestNode(runs, powers) => {
+                model::History::new(&best_node_observations(runs, powers))
+            }
         }
     }
 }
 
 /// Fit on a blocking thread: a large history must not hold up other requests.
-async fn fit(runs: Observations, options: FitOptions) -> Result<Arc<Fitted>, PredictError> {
-    if runs.is_empty() {
+async fn fit(history: Observations, options: FitOptions) -> Result<Arc<Fitted>, PredictError> {
+    if history.is_empty() {
         return Err(PredictError::NoRuns);
     }
     tokio::task::spawn_blocking(move || {
-        let observations = runs.values(options.metric);
-        model::fit(&observations, options)
+        model::fit_history(history.history(options.metric), options)
     })
     .await
     .map_err(|e| PredictError::Fit(e.to_string()))?

@@ -61,48 +61,94 @@ pub struct History {
     pub runs: usize,
 }
 
+/// The sufficient statistics of one metric's runs at one node count
+/// (design.md §2.2): what the stored history keeps instead of the runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeStats {
+    pub nodes: u32,
+    pub runs: u64,
+    /// Σ w, the runs' summed quality weights.
+    pub weight: f64,
+    /// Σ w·y.
+    pub sum: f64,
+    /// Σ w·y².
+    pub sum_squares: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl NodeStats {
+    /// One run.
+    pub fn run(nodes: u32, value: f64, weight: f64) -> NodeStats {
+        NodeStats {
+            nodes,
+            runs: 1,
+            weight,
+            sum: weight * value,
+            sum_squares: weight * value * value,
+            min: value,
+            max: value,
+        }
+    }
+
+    /// The statistics of both sets of runs.
+    pub fn merge(&mut self, other: &NodeStats) {
+        self.runs += other.runs;
+        self.weight += other.weight;
+        self.sum += other.sum;
+        self.sum_squares += other.sum_squares;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
+    /// The point these runs make: their weighted mean, and their scatter
+    /// (Σ w·(y − ȳ)² / ȳ², scaled by runs / Σ w so that with unit weights it
+    /// is the plain sum of squared relative deviations). `None` unless the
+    /// mean is finite and positive.
+    pub fn point(&self) -> Option<NodePoint> {
+        let mean = self.sum / self.weight;
+        if !(mean.is_finite() && mean > 0.0 && self.nodes > 0 && self.runs > 0) {
+            return None;
+        }
+        let squares = (self.sum_squares - self.sum * mean).max(0.0);
+        Some(NodePoint {
+            nodes: self.nodes,
+            mean,
+            min: self.min,
+            max: self.max,
+            weight: self.weight,
+            runs: usize::try_from(self.runs).unwrap_or(usize::MAX),
+            scatter: squares / (mean * mean) * self.runs as f64 / self.weight,
+        })
+    }
+}
+
 impl History {
     /// Group runs by node count. Observations that are not finite and
     /// positive, or have no positive weight, are ignored.
     pub fn new(observations: &[Observation]) -> History {
-        let mut valid: Vec<&Observation> = observations
+        let mut valid: Vec<NodeStats> = observations
             .iter()
             .filter(|o| o.value.is_finite() && o.value > 0.0 && o.weight > 0.0 && o.nodes > 0)
+            .map(|o| NodeStats::run(o.nodes, o.value, o.weight))
             .collect();
-        valid.sort_by_key(|o| o.nodes);
-        let mut points: Vec<NodePoint> = Vec::new();
-        for o in &valid {
-            match points.last_mut() {
-                Some(p) if p.nodes == o.nodes => {
-                    p.mean += o.value * o.weight;
-                    p.weight += o.weight;
-                    p.min = p.min.min(o.value);
-                    p.max = p.max.max(o.value);
-                    p.runs += 1;
-                }
-                _ => points.push(NodePoint {
-                    nodes: o.nodes,
-                    mean: o.value * o.weight,
-                    min: o.value,
-                    max: o.value,
-                    weight: o.weight,
-                    runs: 1,
-                    scatter: 0.0,
-                }),
+        valid.sort_by_key(|s| s.nodes);
+        let mut grouped: Vec<NodeStats> = Vec::new();
+        for s in valid {
+            match grouped.last_mut() {
+                Some(last) if last.nodes == s.nodes => last.merge(&s),
+                _ => grouped.push(s),
             }
         }
-        for p in &mut points {
-            p.mean /= p.weight;
-        }
-        let mut i = 0;
-        for p in &mut points {
-            for o in &valid[i..i + p.runs] {
-                p.scatter += ((o.value - p.mean) / p.mean).powi(2);
-            }
-            i += p.runs;
-        }
+        History::from_stats(grouped)
+    }
+
+    /// The history of stored statistics, one per node count (any order).
+    pub fn from_stats(stats: impl IntoIterator<Item = NodeStats>) -> History {
+        let mut points: Vec<NodePoint> = stats.into_iter().filter_map(|s| s.point()).collect();
+        points.sort_by_key(|p| p.nodes);
         History {
-            runs: valid.len(),
+            runs: points.iter().map(|p| p.runs).sum(),
             points,
         }
     }

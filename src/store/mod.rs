@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod nodes;
 pub mod power;
 pub mod runs;
+pub mod stats;
 pub mod tokens;
 
 /// Whether `error` is a transient concurrency failure that a retry of the whole

@@ -108,8 +108,9 @@ const SELECT_RUN: &str = "SELECT r.id, a.tag AS app, r.source, r.job_id, r.nodes
      r.account, r.ingested_at FROM runs r JOIN applications a ON a.id = r.app_id";
 
 /// Insert `runs` (whose (source, job_id) keys must be distinct), creating
-/// unknown applications and keeping each application's statistics and history
-/// version up to date. Runs whose key is already stored are left alone and
+/// unknown applications and keeping each application's statistics, its
+/// per-node-count sufficient statistics (`run_stats`) and history version up
+/// to date. Runs whose key is already stored are left alone and
 /// returned as `Existing`. Call inside a transaction: nothing is visible to
 /// others until it commits.
 pub async fn insert_batch(
@@ -148,8 +149,37 @@ pub async fn insert_batch(
                     avg_power_w, duration_s, derived, started_at, ended_at, quality, account
              FROM input ORDER BY ord
              ON CONFLICT (source, job_id) DO NOTHING
-             RETURNING id, app_id, source, job_id, nodes,
-                       COALESCE(ended_at, ingested_at) AS finished_at
+             RETURNING id, app_id, source, job_id, nodes, energy_j, avg_power_w, duration_s,
+                       quality, COALESCE(ended_at, ingested_at) AS finished_at
+         ),
+         node_stats AS (
+             INSERT INTO run_stats AS s (app_id, nodes, runs, weight,
+                                         energy_sum, energy_sumsq, energy_min, energy_max,
+                                         power_sum, power_sumsq, power_min, power_max,
+                                         time_sum, time_sumsq, time_min, time_max)
+             SELECT app_id, nodes, count(*), sum(quality),
+                    sum(quality * energy_j), sum(quality * energy_j * energy_j),
+                    min(energy_j), max(energy_j),
+                    sum(quality * avg_power_w), sum(quality * avg_power_w * avg_power_w),
+                    min(avg_power_w), max(avg_power_w),
+                    sum(quality * duration_s), sum(quality * duration_s * duration_s),
+                    min(duration_s), max(duration_s)
+             FROM inserted GROUP BY app_id, nodes
+             ON CONFLICT (app_id, nodes) DO UPDATE SET
+                 runs = s.runs + EXCLUDED.runs,
+                 weight = s.weight + EXCLUDED.weight,
+                 energy_sum = s.energy_sum + EXCLUDED.energy_sum,
+                 energy_sumsq = s.energy_sumsq + EXCLUDED.energy_sumsq,
+                 energy_min = LEAST(s.energy_min, EXCLUDED.energy_min),
+                 energy_max = GREATEST(s.energy_max, EXCLUDED.energy_max),
+                 power_sum = s.power_sum + EXCLUDED.power_sum,
+                 power_sumsq = s.power_sumsq + EXCLUDED.power_sumsq,
+                 power_min = LEAST(s.power_min, EXCLUDED.power_min),
+                 power_max = GREATEST(s.power_max, EXCLUDED.power_max),
+                 time_sum = s.time_sum + EXCLUDED.time_sum,
+                 time_sumsq = s.time_sumsq + EXCLUDED.time_sumsq,
+                 time_min = LEAST(s.time_min, EXCLUDED.time_min),
+                 time_max = GREATEST(s.time_max, EXCLUDED.time_max)
          ),
          stats AS (
              UPDATE applications a

@@ -17,4 +17,5 @@ mod power;
 mod predictions;
 mod runs;
 mod scalability;
+mod stats;
 mod support;
