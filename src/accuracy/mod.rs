@@ -116,17 +116,7 @@ pub fn error_pct(predicted: f64, truth: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn runs(points: &[(u32, f64)]) -> Vec<Observation> {
-        points
-            .iter()
-            .map(|&(nodes, value)| Observation {
-                nodes,
-                value,
-                weight: 1.0,
-            })
-            .collect()
-    }
+    use crate::model::runs;
 
     #[test]
     fn the_least_squares_line_is_exact_on_a_line() {

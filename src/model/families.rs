@@ -446,20 +446,8 @@ fn interpolate(x: &[f64], y: &[f64], at: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Observation, ScalingMode};
-
-    fn history(f: impl Fn(f64) -> f64, nodes: &[u32]) -> History {
-        History::new(
-            &nodes
-                .iter()
-                .map(|&n| Observation {
-                    nodes: n,
-                    value: f(f64::from(n)),
-                    weight: 1.0,
-                })
-                .collect::<Vec<_>>(),
-        )
-    }
+    use crate::model::ScalingMode;
+    use crate::model::sampled;
 
     fn options(metric: Metric) -> FitOptions {
         FitOptions {
@@ -471,7 +459,7 @@ mod tests {
 
     #[test]
     fn the_power_law_family_recovers_an_exact_power_law() {
-        let h = history(|n| 250.0 * n.powf(0.9), &[2, 3, 5, 8, 13, 21]);
+        let h = sampled(|n| 250.0 * n.powf(0.9), &[2, 3, 5, 8, 13, 21]);
         let fit = super::fit(Family::PowerLaw, &h, &options(Metric::Apc), 2.0).unwrap();
         let Curve::PowerLaw { ln_a, b } = fit.curve else {
             unreachable!()
@@ -483,7 +471,7 @@ mod tests {
     #[test]
     fn the_physics_family_keeps_only_the_terms_the_data_call_for() {
         // Amdahl without communication: a + b/n, so no log2 n or n term.
-        let h = history(|n| 40.0 + 960.0 / n, &[1, 2, 4, 8, 16, 32]);
+        let h = sampled(|n| 40.0 + 960.0 / n, &[1, 2, 4, 8, 16, 32]);
         let fit = super::fit(Family::Physics, &h, &options(Metric::Tts), 2.0).unwrap();
         let Curve::Physics(terms) = &fit.curve else {
             unreachable!()
@@ -501,7 +489,7 @@ mod tests {
     fn physics_coefficients_are_never_negative() {
         // A time that rises then falls: any fit with a negative coefficient
         // would do better in-sample, and is not a physics curve.
-        let h = history(|n| 100.0 + 10.0 * n - 0.3 * n * n, &[1, 2, 4, 8, 12, 16]);
+        let h = sampled(|n| 100.0 + 10.0 * n - 0.3 * n * n, &[1, 2, 4, 8, 12, 16]);
         let fit = super::fit(Family::Physics, &h, &options(Metric::Tts), 2.0).unwrap();
         let Curve::Physics(terms) = &fit.curve else {
             unreachable!()
@@ -511,7 +499,7 @@ mod tests {
 
     #[test]
     fn interpolation_passes_through_the_points_and_extends_in_the_logs() {
-        let h = history(
+        let h = sampled(
             |n| if n < 10.0 { 800.0 / n } else { 100.0 },
             &[1, 4, 16, 64],
         );
@@ -523,14 +511,14 @@ mod tests {
         assert!((fit.curve.value(1000.0) - 100.0).abs() < 1e-9);
         // Below 1 node is never asked; above, slopes steeper than the
         // theory's are held to it: 1/n at most.
-        let steep = history(|n| 1e6 / (n * n * n), &[1, 2, 4]);
+        let steep = sampled(|n| 1e6 / (n * n * n), &[1, 2, 4]);
         let fit = super::fit(Family::Interpolation, &steep, &options(Metric::Tts), 2.0).unwrap();
         assert!((fit.curve.value(8.0) - 1e6 / 64.0 / 2.0).abs() < 1e-6);
     }
 
     #[test]
     fn every_family_gives_positive_curves_over_the_horizon() {
-        let h = history(|n| 1000.0 / n + 0.5 * n, &[1, 2, 4, 8, 16, 32, 64]);
+        let h = sampled(|n| 1000.0 / n + 0.5 * n, &[1, 2, 4, 8, 16, 32, 64]);
         for family in Family::FITTED {
             for metric in Metric::ALL {
                 if let Some(fit) = super::fit(family, &h, &options(metric), 2.0) {

@@ -581,20 +581,10 @@ mod tests {
         }
     }
 
-    fn obs(points: &[(u32, f64)]) -> Vec<Observation> {
-        points
-            .iter()
-            .map(|&(nodes, value)| Observation {
-                nodes,
-                value,
-                weight: 1.0,
-            })
-            .collect()
-    }
-
     #[test]
     fn exact_linear_data_are_predicted_exactly_inside_and_beyond() {
-        let data = obs(&[(1, 110.0), (2, 120.0), (4, 140.0), (8, 180.0), (16, 260.0)]);
+        let data =
+            crate::model::runs(&[(1, 110.0), (2, 120.0), (4, 140.0), (8, 180.0), (16, 260.0)]);
         let model = fit(&data, options(2.0)).unwrap();
         let p = model.predict(10, Aggregate::Mean);
         assert!((p.value - 200.0).abs() < 1e-6, "{p:?}");
@@ -612,7 +602,7 @@ mod tests {
 
     #[test]
     fn a_known_node_count_answers_from_history() {
-        let mut data = obs(&[(4, 100.0), (8, 190.0)]);
+        let mut data = crate::model::runs(&[(4, 100.0), (8, 190.0)]);
         data.push(Observation {
             nodes: 4,
             value: 130.0,
@@ -635,7 +625,7 @@ mod tests {
         let data: Vec<(u32, f64)> = (1..=12)
             .map(|n| (2 * n, 100.0 * if n % 2 == 0 { 1.2 } else { 0.8 }))
             .collect();
-        let model = fit(&obs(&data), options(1.0)).unwrap();
+        let model = fit(&crate::model::runs(&data), options(1.0)).unwrap();
         let p = model.predict(5, Aggregate::Mean);
         assert!(p.value > 0.0 && p.value.is_finite());
         let winner = model.selection.winner(Regime::Inside);
@@ -652,9 +642,9 @@ mod tests {
                     mode,
                     allowed_rmse_pct: 2.0,
                 };
-                let one = fit(&obs(&[(8, 1000.0)]), opts).unwrap();
-                let two = fit(&obs(&[(8, 1000.0), (16, 1200.0)]), opts).unwrap();
-                let same = fit(&obs(&[(8, 1000.0), (8, 1100.0)]), opts).unwrap();
+                let one = fit(&crate::model::runs(&[(8, 1000.0)]), opts).unwrap();
+                let two = fit(&crate::model::runs(&[(8, 1000.0), (16, 1200.0)]), opts).unwrap();
+                let same = fit(&crate::model::runs(&[(8, 1000.0), (8, 1100.0)]), opts).unwrap();
                 for model in [&one, &two, &same] {
                     for n in [1, 4, 12, 100, 100_000] {
                         let p = model.predict(n, Aggregate::Mean);
@@ -694,7 +684,7 @@ mod tests {
     #[test]
     fn predictions_outside_the_declared_theory_are_flagged() {
         // Strong scaling: energy may not fall below the constant (ideal) line.
-        let data = obs(&[(1, 1000.0), (2, 800.0), (4, 600.0), (8, 400.0)]);
+        let data = crate::model::runs(&[(1, 1000.0), (2, 800.0), (4, 600.0), (8, 400.0)]);
         let strong = FitOptions {
             metric: Metric::Ets,
             mode: ScalingMode::Strong,

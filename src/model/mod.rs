@@ -101,6 +101,26 @@ pub struct Observation {
     pub weight: f64,
 }
 
+/// Runs of full quality at (node count, value) pairs, for tests.
+#[cfg(test)]
+pub(crate) fn runs(points: &[(u32, f64)]) -> Vec<Observation> {
+    points
+        .iter()
+        .map(|&(nodes, value)| Observation {
+            nodes,
+            value,
+            weight: 1.0,
+        })
+        .collect()
+}
+
+/// The history of one run of `f(n)` at each of `nodes`, for tests.
+#[cfg(test)]
+pub(crate) fn sampled(f: impl Fn(f64) -> f64, nodes: &[u32]) -> History {
+    let points: Vec<(u32, f64)> = nodes.iter().map(|&n| (n, f(f64::from(n)))).collect();
+    History::new(&runs(&points))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FitOptions {
     pub metric: Metric,

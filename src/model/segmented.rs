@@ -371,19 +371,9 @@ fn local_segment(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Observation;
 
     fn history(points: &[(u32, f64)]) -> History {
-        History::new(
-            &points
-                .iter()
-                .map(|&(nodes, value)| Observation {
-                    nodes,
-                    value,
-                    weight: 1.0,
-                })
-                .collect::<Vec<_>>(),
-        )
+        History::new(&crate::model::runs(points))
     }
 
     fn case(fitted: &Fitted) -> Case {

@@ -15,7 +15,7 @@
 //! fewer parameters win (design.md §2's rule), then the better score. So a
 //! model far outside the allowed %RMSE can only win by back-testing better.
 
-use super::families::{self, Curve, Family};
+use super::families::{self, Curve, Family, FamilyFit};
 use super::fit::{ErrorSummary, History, Holdout, effective_allowed};
 use super::{FitOptions, Metric};
 
@@ -109,8 +109,7 @@ pub fn select(history: &History, options: &FitOptions, allowed: f64) -> Selectio
     let m = history.points.len();
     if m == 1 {
         let p = &history.points[0];
-        return alone(Candidate {
-            family: Family::Scaled,
+        let scaled = FamilyFit {
             curve: Curve::Scaled {
                 n0: f64::from(p.nodes),
                 y0: p.mean,
@@ -118,66 +117,43 @@ pub fn select(history: &History, options: &FitOptions, allowed: f64) -> Selectio
             },
             params: 1,
             rmse_pct: 0.0,
-            within_allowed: true,
-            leave_one_out: None,
-            forward: None,
-            score: [f64::INFINITY; 2],
-            score_error: [0.0; 2],
-        });
-    }
-    if m == 2 {
-        // Nothing to back-test with: power grows like a line in n, time and
-        // energy like a power law (design.md §4).
-        let preferred = match options.metric {
-            Metric::Apc => [Family::Line, Family::PowerLaw],
-            Metric::Ets | Metric::Tts => [Family::PowerLaw, Family::Line],
         };
-        let fitted = preferred
-            .into_iter()
-            .chain([Family::Interpolation])
-            .find_map(|family| Some((family, families::fit(family, history, options, allowed)?)));
-        if let Some((family, fit)) = fitted {
-            return alone(Candidate {
-                family,
-                within_allowed: fit.rmse_pct <= allowed + 1e-9,
-                curve: fit.curve,
-                params: fit.params,
-                rmse_pct: fit.rmse_pct,
-                leave_one_out: None,
-                forward: None,
-                score: [f64::INFINITY; 2],
-                score_error: [0.0; 2],
-            });
-        }
+        return alone(Candidate::new(Family::Scaled, scaled, allowed, None, None));
+    }
+    // Nothing to back-test with two node counts: power grows like a line in
+    // n, time and energy like a power law (design.md §4). Log-log
+    // interpolation fits any two or more points: the last resort.
+    let preferred: &[Family] = match (m, options.metric) {
+        (2, Metric::Apc) => &[Family::Line, Family::PowerLaw],
+        (2, _) => &[Family::PowerLaw, Family::Line],
+        _ => &[],
+    };
+    let untested = preferred
+        .iter()
+        .chain(&[Family::Interpolation])
+        .find_map(|&family| {
+            let fit = families::fit(family, history, options, allowed)?;
+            Some(Candidate::new(family, fit, allowed, None, None))
+        });
+    if let (2, Some(candidate)) = (m, &untested) {
+        return alone(candidate.clone());
     }
     let candidates: Vec<Candidate> = Family::FITTED
         .into_iter()
         .filter_map(|family| {
             let fit = families::fit(family, history, options, allowed)?;
-            let leave_one_out = leave_one_out(family, history, options);
-            let forward = forward(family, history, options);
-            let forward_errors = forward.as_ref().map(|h| &h.errors);
-            let parts = [leave_one_out.as_ref(), forward_errors].map(|e| {
-                e.map_or((f64::INFINITY, 0.0), |e| {
-                    (e.mean_pct, e.standard_error_pct())
-                })
-            });
-            let score = WEIGHTS.map(|(a, b)| a * parts[0].0 + b * parts[1].0);
-            let score_error =
-                WEIGHTS.map(|(a, b)| ((a * parts[0].1).powi(2) + (b * parts[1].1).powi(2)).sqrt());
-            Some(Candidate {
+            Some(Candidate::new(
                 family,
-                within_allowed: fit.rmse_pct <= allowed + 1e-9,
-                curve: fit.curve,
-                params: fit.params,
-                rmse_pct: fit.rmse_pct,
-                leave_one_out,
-                forward,
-                score,
-                score_error,
-            })
+                fit,
+                allowed,
+                leave_one_out(family, history, options),
+                forward(family, history, options),
+            ))
         })
         .collect();
+    if candidates.is_empty() {
+        return alone(untested.expect("log-log interpolation fits two or more points"));
+    }
     let noise = history.replicate_noise().map_or(0.0, |noise| {
         let runs_per_point = history.runs.max(1) as f64 / m as f64;
         100.0 * TIE_STANDARD_ERRORS * noise / runs_per_point.max(1.0).sqrt()
@@ -186,6 +162,35 @@ pub fn select(history: &History, options: &FitOptions, allowed: f64) -> Selectio
     Selection {
         candidates,
         winners,
+    }
+}
+
+impl Candidate {
+    /// `family`'s fit with its back-tests and the scores they give.
+    fn new(
+        family: Family,
+        fit: FamilyFit,
+        allowed: f64,
+        leave_one_out: Option<ErrorSummary>,
+        forward: Option<Holdout>,
+    ) -> Candidate {
+        let parts = [leave_one_out.as_ref(), forward.as_ref().map(|h| &h.errors)].map(|e| {
+            e.map_or((f64::INFINITY, 0.0), |e| {
+                (e.mean_pct, e.standard_error_pct())
+            })
+        });
+        Candidate {
+            family,
+            within_allowed: fit.rmse_pct <= allowed + 1e-9,
+            curve: fit.curve,
+            params: fit.params,
+            rmse_pct: fit.rmse_pct,
+            leave_one_out,
+            forward,
+            score: WEIGHTS.map(|(a, b)| a * parts[0].0 + b * parts[1].0),
+            score_error: WEIGHTS
+                .map(|(a, b)| ((a * parts[0].1).powi(2) + (b * parts[1].1).powi(2)).sqrt()),
+        }
     }
 }
 
@@ -312,6 +317,7 @@ fn forward(family: Family, history: &History, options: &FitOptions) -> Option<Ho
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::sampled;
     use crate::model::{Observation, ScalingMode, fit};
 
     fn options(metric: Metric) -> FitOptions {
@@ -322,25 +328,12 @@ mod tests {
         }
     }
 
-    fn history(f: impl Fn(f64) -> f64, nodes: &[u32]) -> History {
-        History::new(
-            &nodes
-                .iter()
-                .map(|&n| Observation {
-                    nodes: n,
-                    value: f(f64::from(n)),
-                    weight: 1.0,
-                })
-                .collect::<Vec<_>>(),
-        )
-    }
-
     const POWERS: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
     #[test]
     fn exact_power_law_data_are_recovered_by_a_log_log_family() {
         let truth = |n: f64| 3600.0 * n.powf(-0.83);
-        let h = history(truth, &POWERS);
+        let h = sampled(truth, &POWERS);
         let selection = select(&h, &options(Metric::Tts), 2.0);
         for regime in [Regime::Inside, Regime::Beyond] {
             let winner = selection.winner(regime);
@@ -355,7 +348,7 @@ mod tests {
     #[test]
     fn exact_amdahl_plus_log_data_are_recovered_by_the_physics_family() {
         let truth = |n: f64| 50.0 + 1000.0 / n + 8.0 * n.log2();
-        let h = history(truth, &POWERS);
+        let h = sampled(truth, &POWERS);
         let selection = select(&h, &options(Metric::Tts), 2.0);
         for regime in [Regime::Inside, Regime::Beyond] {
             let winner = selection.winner(regime);
@@ -376,7 +369,7 @@ mod tests {
         // Strong-scaling time: a line is far outside the allowed %RMSE and
         // back-tests far worse; it must not win, whatever its parameters.
         let truth = |n: f64| 20.0 + 5000.0 / n;
-        let h = history(truth, &POWERS);
+        let h = sampled(truth, &POWERS);
         let selection = select(&h, &options(Metric::Tts), 2.0);
         let line = selection
             .candidates
@@ -393,7 +386,7 @@ mod tests {
 
     #[test]
     fn backtests_leave_out_interior_counts_and_predict_the_largest_forward() {
-        let h = history(|n| 100.0 + 3.0 * n, &[4, 8, 12, 16, 20, 24, 28, 32, 36, 40]);
+        let h = sampled(|n| 100.0 + 3.0 * n, &[4, 8, 12, 16, 20, 24, 28, 32, 36, 40]);
         let selection = select(&h, &options(Metric::Apc), 2.0);
         let line = selection
             .candidates

@@ -103,6 +103,18 @@ fn warm_prediction(c: &mut Criterion) {
     c.bench_function("predict/warm/model", |b| {
         b.iter(|| fitted.predict(std::hint::black_box(300), Aggregate::Mean))
     });
+    // What a prediction answer does: all three metrics, made consistent (the
+    // same model three times stands in for EtS, APC and TtS: their values
+    // disagree, so the reconciliation runs).
+    c.bench_function("predict/warm/three_consistent", |b| {
+        b.iter(|| {
+            model::consistency::predict(
+                [&fitted, &fitted, &fitted],
+                std::hint::black_box(300),
+                Aggregate::Mean,
+            )
+        })
+    });
     c.bench_function("predict/warm/history", |b| {
         b.iter(|| fitted.predict(std::hint::black_box(64), Aggregate::Mean))
     });
