@@ -269,14 +269,24 @@ pub struct CandidateInfo {
     pub chosen_for: Vec<String>,
 }
 
+/// A family that lost, by its scores.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunnerUp {
+    pub family: String,
+    pub params: usize,
+    pub score_inside_pct: Option<f64>,
+    pub score_beyond_pct: Option<f64>,
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct BacktestInfo {
     /// The inside family's leave-one-out test.
     pub leave_one_out: Option<Errors>,
     /// The beyond family's forward test.
     pub holdout: Option<HoldoutInfo>,
-    /// Every family fitted, the winners first, then by inside score.
-    pub candidates: Vec<CandidateInfo>,
+    /// The other families fitted, best inside score first (their full
+    /// back-tests are in `GET /v1/apps/{app}/model`'s `candidates`).
+    pub runners_up: Vec<RunnerUp>,
 }
 
 /// The prediction of one metric.
@@ -464,17 +474,13 @@ fn history_summary(model: &Model) -> HistorySummary {
     }
 }
 
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some(x)
+}
+
 fn backtest_info(model: &Model) -> BacktestInfo {
     let selection = &model.selection;
     let [inside, beyond] = selection.winners;
-    let finite = |x: f64| x.is_finite().then_some(x);
-    let mut order: Vec<usize> = (0..selection.candidates.len()).collect();
-    order.sort_by(|&a, &b| {
-        let rank = |i: usize| (i != inside, i != beyond);
-        rank(a)
-            .cmp(&rank(b))
-            .then(selection.candidates[a].score[0].total_cmp(&selection.candidates[b].score[0]))
-    });
     BacktestInfo {
         leave_one_out: selection.candidates[inside]
             .leave_one_out
@@ -484,32 +490,60 @@ fn backtest_info(model: &Model) -> BacktestInfo {
             .forward
             .as_ref()
             .map(holdout_info),
-        candidates: order
-            .into_iter()
+        runners_up: candidate_order(selection)
+            .filter(|&i| i != inside && i != beyond)
             .map(|i| {
                 let c = &selection.candidates[i];
-                let mut chosen_for = Vec::new();
-                if i == inside {
-                    chosen_for.push("inside".to_owned());
-                }
-                if i == beyond {
-                    chosen_for.push("beyond".to_owned());
-                }
-                CandidateInfo {
+                RunnerUp {
                     family: c.family.as_str().into(),
-                    formula: c.curve.formula(),
                     params: c.params,
-                    rmse_pct: c.rmse_pct,
-                    within_allowed: c.within_allowed,
-                    leave_one_out: c.leave_one_out.as_ref().map(errors),
-                    forward: c.forward.as_ref().map(holdout_info),
                     score_inside_pct: finite(c.score[0]),
                     score_beyond_pct: finite(c.score[1]),
-                    chosen_for,
                 }
             })
             .collect(),
     }
+}
+
+/// Candidates' indices: the winners first, then by inside score.
+fn candidate_order(selection: &model::Selection) -> impl Iterator<Item = usize> {
+    let [inside, beyond] = selection.winners;
+    let mut order: Vec<usize> = (0..selection.candidates.len()).collect();
+    order.sort_by(|&a, &b| {
+        let rank = |i: usize| (i != inside, i != beyond);
+        rank(a)
+            .cmp(&rank(b))
+            .then(selection.candidates[a].score[0].total_cmp(&selection.candidates[b].score[0]))
+    });
+    order.into_iter()
+}
+
+/// Every candidate with its full back-test, for `/model`.
+fn candidates_info(model: &Model) -> Vec<CandidateInfo> {
+    let selection = &model.selection;
+    let [inside, beyond] = selection.winners;
+    candidate_order(selection)
+        .map(|i| {
+            let c = &selection.candidates[i];
+            let chosen_for = [(inside, "inside"), (beyond, "beyond")]
+                .into_iter()
+                .filter(|(w, _)| *w == i)
+                .map(|(_, name)| name.to_owned())
+                .collect();
+            CandidateInfo {
+                family: c.family.as_str().into(),
+                formula: c.curve.formula(),
+                params: c.params,
+                rmse_pct: c.rmse_pct,
+                within_allowed: c.within_allowed,
+                leave_one_out: c.leave_one_out.as_ref().map(errors),
+                forward: c.forward.as_ref().map(holdout_info),
+                score_inside_pct: finite(c.score[0]),
+                score_beyond_pct: finite(c.score[1]),
+                chosen_for,
+            }
+        })
+        .collect()
 }
 
 /// The model's description, history summary and back-test as JSON, rendered
@@ -1315,6 +1349,9 @@ pub struct FittedModel {
     pub history: HistorySummary,
     pub points: Vec<HistoryPoint>,
     pub backtest: BacktestInfo,
+    /// Every family fitted, with its full back-test: the winners first
+    /// (`chosen_for`), then by inside score.
+    pub candidates: Vec<CandidateInfo>,
     /// The physics model fitted to the history, for an application declared
     /// `strong` or `weak` with at least two node counts measured.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1401,5 +1438,6 @@ pub async fn get_model(
         history: history_summary(model),
         points: history_points(model),
         backtest: backtest_info(model),
+        candidates: candidates_info(model),
     }))
 }

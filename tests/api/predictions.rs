@@ -370,7 +370,7 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     assert_eq!(backtest["holdout"]["trained_up_to"], 4);
     assert_eq!(backtest["holdout"]["errors"]["points"], 3);
     // Every family fitted is listed with its back-test, the winner first.
-    let candidates = backtest["candidates"].as_array().unwrap();
+    let candidates = reply.body["candidates"].as_array().unwrap();
     assert_eq!(
         candidates.len(),
         model["candidates"].as_u64().unwrap() as usize
@@ -384,6 +384,15 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
             .iter()
             .all(|c| c["score_inside_pct"].is_number() && c["leave_one_out"]["points"] == 4)
     );
+    // The back-test names the runners-up by their scores, in the same order.
+    let runners_up = backtest["runners_up"].as_array().unwrap();
+    assert_eq!(runners_up.len(), candidates.len() - 1);
+    for (r, c) in runners_up.iter().zip(&candidates[1..]) {
+        assert_eq!(
+            (&r["family"], &r["score_inside_pct"]),
+            (&c["family"], &c["score_inside_pct"])
+        );
+    }
     // Linear history: the line continues above the range with its slope.
     let above = &model["extrapolation"]["above"];
     assert_eq!(above["kind"], "linear");
