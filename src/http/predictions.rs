@@ -302,6 +302,10 @@ pub struct MetricPrediction<'a> {
     pub source: &'static str,
     /// The family that answered, for `source: model`.
     pub family: Option<&'static str>,
+    /// That family's back-test score where this node count falls (inside
+    /// or beyond the measured range): the weighted mean % error of its
+    /// predictions of left-out history.
+    pub backtest_error_pct: Option<f64>,
     pub aggregate: AggregateName,
     pub interval: Interval,
     /// extrapolation, thin_history, allowed_rmse_not_met, outside_theoretical_bounds.
@@ -474,6 +478,13 @@ fn history_summary(model: &Model) -> HistorySummary {
     }
 }
 
+/// The answering family's back-test score at `nodes`, for a model's answer.
+fn backtest_error(model: &Model, nodes: u32, p: &Prediction) -> Option<f64> {
+    let regime = model.regime(nodes);
+    p.family
+        .and_then(|_| finite(model.selection.winner(regime).score[regime as usize]))
+}
+
 fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
 }
@@ -566,6 +577,7 @@ fn raw<T: Serialize>(value: &T) -> Box<RawValue> {
 
 fn metric_prediction<'a>(
     fitted: &'a Fitted,
+    nodes: u32,
     p: &'a Prediction,
     aggregate: AggregateName,
 ) -> MetricPrediction<'a> {
@@ -577,6 +589,7 @@ fn metric_prediction<'a>(
         unit: metric.unit(),
         source: source_name(p.source),
         family: p.family.map(model::Family::as_str),
+        backtest_error_pct: backtest_error(&fitted.model, nodes, p),
         aggregate,
         interval: Interval {
             low: p.low,
@@ -725,7 +738,7 @@ pub async fn get_predictions(
         predictions: models
             .iter()
             .zip(&predicted)
-            .map(|(m, p)| metric_prediction(m, p, aggregate))
+            .map(|(m, p)| metric_prediction(m, nodes, p, aggregate))
             .collect(),
         apc_bounds,
         node_set,
@@ -987,6 +1000,9 @@ pub struct BriefPrediction {
     pub source: &'static str,
     /// The model family that answered, for `source: model`.
     pub family: Option<&'static str>,
+    /// That family's back-test score where this node count falls: the
+    /// weighted mean % error of its predictions of left-out history.
+    pub backtest_error_pct: Option<f64>,
     pub low: f64,
     pub high: f64,
     pub flags: Vec<&'static str>,
@@ -1143,6 +1159,7 @@ async fn answer(
                 unit: model.options.metric.unit(),
                 source: source_name(p.source),
                 family: p.family.map(model::Family::as_str),
+                backtest_error_pct: backtest_error(model, nodes, &p),
                 low: p.low,
                 high: p.high,
                 flags: p.flags.iter().map(|f| f.as_str()).collect(),
@@ -1213,6 +1230,10 @@ pub struct Curve {
     pub curve: Vec<CurvePoint>,
     /// The measured points.
     pub history: Vec<HistoryPoint>,
+    /// The families chosen inside and beyond the measured range.
+    pub model: ModelInfo,
+    /// The winners' back-tests and the runners-up.
+    pub backtest: BacktestInfo,
 }
 
 /// The predicted curve of one metric with its interval, and the history
@@ -1309,6 +1330,8 @@ pub async fn get_curve(
         unit: metric.unit().into(),
         curve,
         history: history_points(model),
+        model: model_info(model),
+        backtest: backtest_info(model),
     }))
 }
 

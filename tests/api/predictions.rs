@@ -315,6 +315,21 @@ async fn the_curve_covers_the_range_asked_with_the_history_beside_it() {
     }
     assert_eq!(reply.body["history"].as_array().unwrap().len(), 6);
     assert_eq!(reply.body["unit"], "W");
+    // Which family draws each point, and the selection behind them.
+    let (inside, beyond) = (
+        &reply.body["model"]["family"],
+        &reply.body["model"]["family_beyond"],
+    );
+    assert!(inside.is_string() && beyond.is_string(), "{:#}", reply.body);
+    assert_eq!(&curve[10]["family"], inside);
+    assert_eq!(&curve[63]["family"], beyond);
+    assert!(
+        reply.body["backtest"]["runners_up"]
+            .as_array()
+            .unwrap()
+            .len()
+            >= 5
+    );
     // Defaults: ets, from 1 to twice the largest measured count.
     let reply = app.get("/v1/apps/lin/curve", &app.read).await;
     assert_eq!(reply.body["metric"], "ets");
@@ -693,7 +708,9 @@ async fn energy_is_power_times_time_within_the_intervals() {
         let [e, a, t] = ["ets", "apc", "tts"].map(flat);
         assert!(consistent(&[&e, &a, &t]), "{nodes}: {:#}", reply.body);
         for m in ["ets", "apc", "tts"] {
-            assert!(prediction(&reply.body, m)["family"].is_string());
+            let p = prediction(&reply.body, m);
+            assert!(p["family"].is_string(), "{p:#}");
+            assert!(p["backtest_error_pct"].as_f64().unwrap() >= 0.0, "{p:#}");
         }
         // Asking for one metric gives the same value as asking for all.
         let one = app
@@ -717,5 +734,6 @@ async fn energy_is_power_times_time_within_the_intervals() {
         let by = |m: &str| p.iter().find(|x| x["metric"] == m).unwrap();
         assert!(consistent(&[by("ets"), by("apc"), by("tts")]), "{answer:#}");
         assert!(by("tts")["family"].is_string(), "{answer:#}");
+        assert!(by("tts")["backtest_error_pct"].is_number(), "{answer:#}");
     }
 }
