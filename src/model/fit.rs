@@ -111,6 +111,7 @@ impl NodeStats {
             return None;
         }
         let squares = (self.sum_squares - self.sum * mean).max(0.0);
+        let scatter = squares / (mean * mean) * self.runs as f64 / self.weight;
         Some(NodePoint {
             nodes: self.nodes,
             mean,
@@ -118,7 +119,9 @@ impl NodeStats {
             max: self.max,
             weight: self.weight,
             runs: usize::try_from(self.runs).unwrap_or(usize::MAX),
-            scatter: squares / (mean * mean) * self.runs as f64 / self.weight,
+            // Values near f64's limit overflow Σ w·y²: their scatter is
+            // unknown, and taken as none rather than as infinite.
+            scatter: if scatter.is_finite() { scatter } else { 0.0 },
         })
     }
 }
@@ -714,6 +717,62 @@ mod tests {
     }
 
     #[test]
+    fn statistics_give_the_weighted_mean_and_scatter_of_their_runs() {
+        let mut stats = NodeStats::run(8, 100.0, 1.0);
+        stats.merge(&NodeStats::run(8, 110.0, 0.5));
+        stats.merge(&NodeStats::run(8, 90.0, 0.5));
+        let p = stats.point().unwrap();
+        assert_eq!(
+            (p.nodes, p.runs, p.min, p.max, p.weight),
+            (8, 3, 90.0, 110.0, 2.0)
+        );
+        assert!((p.mean - 100.0).abs() < 1e-12);
+        // Σ w (y − ȳ)² / ȳ² = (0.5·100 + 0.5·100) / 100², times runs / Σ w.
+        assert!(
+            (p.scatter - 0.01 * 3.0 / 2.0).abs() < 1e-12,
+            "{}",
+            p.scatter
+        );
+        // Overflowing sums of squares leave the scatter unknown, not infinite.
+        let mut huge = NodeStats::run(4, 1e200, 1.0);
+        huge.merge(&NodeStats::run(4, 2e200, 1.0));
+        let p = huge.point().unwrap();
+        assert_eq!(p.scatter, 0.0);
+        assert!(p.mean.is_finite());
+        let model = fit_history(
+            History::from_stats([huge]),
+            FitOptions {
+                metric: Metric::Ets,
+                mode: ScalingMode::Unknown,
+                allowed_rmse_pct: 2.0,
+            },
+        )
+        .unwrap();
+        assert!(model.history.replicate_noise().unwrap().is_finite());
+    }
+
+    #[test]
+    fn extreme_magnitudes_give_finite_positive_predictions() {
+        for scale in [1e-200, 1e-30, 1e30, 1e200] {
+            let data: Vec<(u32, f64)> = [1, 2, 4, 8, 16, 32]
+                .iter()
+                .flat_map(|&n| [(n, scale / f64::from(n)), (n, 1.1 * scale / f64::from(n))])
+                .collect();
+            let model = fit(&crate::model::runs(&data), options(2.0)).unwrap();
+            for n in [3, 24, 64, 1_000_000] {
+                let p = model.predict_model(n);
+                assert!(p.value.is_finite() && p.value > 0.0, "{scale} {n}: {p:?}");
+                assert!(
+                    p.low.is_finite() && p.high.is_finite(),
+                    "{scale} {n}: {p:?}"
+                );
+            }
+            let noise = model.history.replicate_noise().unwrap();
+            assert!(noise.is_finite(), "{scale}: {noise}");
+        }
+    }
+
+    #[test]
     fn error_summaries_give_mean_median_rms_and_standard_error() {
         let e = ErrorSummary::new(vec![1.0, 3.0, 2.0, 6.0]).unwrap();
         assert_eq!(
@@ -778,7 +837,14 @@ mod properties {
             history in prop::collection::vec(observation(), 1..24),
             options in options(),
             queries in prop::collection::vec(1u32..1_000_000, 1..8),
+            scale in -180.0f64..180.0,
         ) {
+            // At any absolute scale: the sums of squares behind the
+            // statistics and the %RMSE must not overflow.
+            let history: Vec<Observation> = history
+                .into_iter()
+                .map(|o| Observation { value: o.value * 10f64.powf(scale), ..o })
+                .collect();
             let model = fit(&history, options).unwrap();
             for n in queries {
                 let p = model.predict(n, Aggregate::Mean);

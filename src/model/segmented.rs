@@ -112,9 +112,11 @@ pub fn line(history: &History) -> Option<Fitted> {
 /// The %RMSE formula of design.md §2 for residuals against `history`.
 pub fn pct(residuals: impl Iterator<Item = f64>, history: &History) -> f64 {
     let m = history.points.len() as f64;
-    let mean_y: f64 = history.points.iter().map(|p| p.mean).sum::<f64>() / m;
-    let mse: f64 = residuals.map(|r| r * r).sum::<f64>() / m;
-    100.0 * mse.sqrt() / mean_y
+    let mean_y: f64 = history.points.iter().map(|p| p.mean / m).sum();
+    // Relative to the mean before squaring: the same value, and no overflow
+    // for values near f64's limits.
+    let mse: f64 = residuals.map(|r| (r / mean_y).powi(2)).sum::<f64>() / m;
+    100.0 * mse.sqrt()
 }
 
 /// A segmentation to fit: the case, its break points (indices into the

@@ -17,6 +17,7 @@
 
 use super::families::{self, Curve, Family, FamilyFit};
 use super::fit::{ErrorSummary, History, Holdout, effective_allowed};
+use super::segmented;
 use super::{FitOptions, Metric};
 
 /// At most this many interior node counts are left out in turn (evenly
@@ -107,18 +108,29 @@ impl Selection {
 /// `allowed` is the %RMSE applied to the whole history.
 pub fn select(history: &History, options: &FitOptions, allowed: f64) -> Selection {
     let m = history.points.len();
-    if m == 1 {
-        let p = &history.points[0];
-        let scaled = FamilyFit {
-            curve: Curve::Scaled {
-                n0: f64::from(p.nodes),
-                y0: p.mean,
-                exponent: options.metric.ideal_exponent(options.mode),
-            },
-            params: 1,
-            rmse_pct: 0.0,
+    // One node count, or nothing else fits: the value at the middle count,
+    // scaled by the metric's ideal behaviour.
+    let scaled = || {
+        let p = &history.points[m / 2];
+        let curve = Curve::Scaled {
+            n0: f64::from(p.nodes),
+            y0: p.mean,
+            exponent: options.metric.ideal_exponent(options.mode),
         };
-        return alone(Candidate::new(Family::Scaled, scaled, allowed, None, None));
+        let residuals = history
+            .points
+            .iter()
+            .map(|q| q.mean - curve.value(f64::from(q.nodes)));
+        let rmse_pct = segmented::pct(residuals, history);
+        let fit = FamilyFit {
+            curve,
+            params: 1,
+            rmse_pct,
+        };
+        Candidate::new(Family::Scaled, fit, allowed, None, None)
+    };
+    if m == 1 {
+        return alone(scaled());
     }
     // Nothing to back-test with two node counts: power grows like a line in
     // n, time and energy like a power law (design.md §4). Log-log
@@ -135,8 +147,8 @@ pub fn select(history: &History, options: &FitOptions, allowed: f64) -> Selectio
             let fit = families::fit(family, history, options, allowed)?;
             Some(Candidate::new(family, fit, allowed, None, None))
         });
-    if let (2, Some(candidate)) = (m, &untested) {
-        return alone(candidate.clone());
+    if m == 2 {
+        return alone(untested.unwrap_or_else(scaled));
     }
     let candidates: Vec<Candidate> = Family::FITTED
         .into_iter()
@@ -152,7 +164,7 @@ pub fn select(history: &History, options: &FitOptions, allowed: f64) -> Selectio
         })
         .collect();
     if candidates.is_empty() {
-        return alone(untested.expect("log-log interpolation fits two or more points"));
+        return alone(untested.unwrap_or_else(scaled));
     }
     let noise = history.replicate_noise().map_or(0.0, |noise| {
         let runs_per_point = history.runs.max(1) as f64 / m as f64;
