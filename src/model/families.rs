@@ -167,6 +167,15 @@ impl Curve {
     /// segments are described separately).
     pub fn formula(&self) -> String {
         match self {
+            Curve::Segmented(p) if p.is_line() => {
+                let Shape::Segmented { segments, .. } = &p.shape else {
+                    unreachable!("a line is segmented")
+                };
+                let s = &segments[0];
+                let (a, b) = (s.coeffs[0] - s.coeffs[1] * s.lo, s.coeffs[1]);
+                let sign = if a < 0.0 { '-' } else { '+' };
+                format!("{} * n {sign} {}", pmnf::number(b), pmnf::number(a.abs()))
+            }
             Curve::Segmented(p) | Curve::LogSegmented(p) => match &p.shape {
                 Shape::Segmented { case, segments } => format!(
                     "A2EP2 case {} ({} segment{}) in {}",
@@ -483,6 +492,16 @@ mod tests {
         );
         assert!((terms[0].1 - 40.0).abs() < 1e-9 && (terms[1].1 - 960.0).abs() < 1e-9);
         assert_eq!(fit.curve.formula(), "40 + 960 * 1/n");
+    }
+
+    #[test]
+    fn a_line_reads_as_a_line() {
+        let h = sampled(|n| 100.0 + 3.0 * n, &[2, 4, 8, 16]);
+        let fit = super::fit(Family::Line, &h, &options(Metric::Apc), 2.0).unwrap();
+        assert_eq!(fit.curve.formula(), "3 * n + 100");
+        let h = sampled(|n| 3.0 * n - 5.0, &[2, 4, 8, 16]);
+        let fit = super::fit(Family::Line, &h, &options(Metric::Apc), 2.0).unwrap();
+        assert_eq!(fit.curve.formula(), "3 * n - 5");
     }
 
     #[test]

@@ -190,27 +190,34 @@ impl History {
         Some(100.0 * noise * mean_square.sqrt() / mean)
     }
 
-    /// The history with its points pooled into at most `max` groups evenly
-    /// spaced in ln n, or `None` when it has no more points than that. A
-    /// group is one point at the weighted geometric mean of its node counts,
-    /// with the weighted mean of their values; its scatter is that of all
-    /// its runs around that mean, so the replicate noise it shows includes
-    /// the curve's change across the group (an upper bound).
+    /// The history with its points pooled into at most `max` points, or
+    /// `None` when it has no more than that. The smallest and largest node
+    /// counts stay as they are (the range is the range); the others are
+    /// pooled into `max` − 2 groups evenly spaced in ln n. A group is one
+    /// point at the weighted geometric mean of its node counts, with the
+    /// weighted mean of their values; its scatter is that of all its runs
+    /// around that mean, so the replicate noise it shows includes the
+    /// curve's change across the group (an upper bound).
     pub fn coarsened(&self, max: usize) -> Option<History> {
         let m = self.points.len();
-        if m <= max {
+        if m <= max || max < 3 {
             return None;
         }
-        let (lo, hi) = self.range();
-        let (lo, hi) = (lo.ln(), hi.ln());
+        let groups = max - 2;
+        let (lo, hi) = (
+            f64::from(self.points[1].nodes).ln(),
+            f64::from(self.points[m - 2].nodes).ln(),
+        );
         let group = |p: &NodePoint| {
-            (((f64::from(p.nodes).ln() - lo) / (hi - lo) * max as f64) as usize).min(max - 1)
+            let at = (f64::from(p.nodes).ln() - lo) / (hi - lo).max(f64::MIN_POSITIVE);
+            ((at * groups as f64) as usize).min(groups - 1)
         };
         let mut points: Vec<NodePoint> = Vec::with_capacity(max);
-        let mut i = 0;
-        while i < m {
+        points.push(self.points[0].clone());
+        let mut i = 1;
+        while i < m - 1 {
             let g = group(&self.points[i]);
-            let j = i + self.points[i..]
+            let j = i + self.points[i..m - 1]
                 .iter()
                 .take_while(|p| group(p) == g)
                 .count();
@@ -243,7 +250,8 @@ impl History {
             });
             i = j;
         }
-        // Rounding may give two groups the same node count: keep them apart.
+        points.push(self.points[m - 1].clone());
+        // Rounding may give two groups the same node count: merge them.
         points.dedup_by(|b, a| {
             if a.nodes != b.nodes {
                 return false;
@@ -770,6 +778,27 @@ mod tests {
             let noise = model.history.replicate_noise().unwrap();
             assert!(noise.is_finite(), "{scale}: {noise}");
         }
+    }
+
+    #[test]
+    fn pooling_keeps_the_range_and_every_run() {
+        let data: Vec<(u32, f64)> = (1..=300).map(|n| (n, 1000.0 / f64::from(n))).collect();
+        let history = History::new(&crate::model::runs(&data));
+        assert!(history.coarsened(300).is_none());
+        let pooled = history.coarsened(24).unwrap();
+        assert!(pooled.points.len() <= 24 && pooled.points.len() > 12);
+        assert_eq!(pooled.points[0], history.points[0]);
+        assert_eq!(pooled.points.last(), history.points.last());
+        assert!(pooled.points.windows(2).all(|w| w[0].nodes < w[1].nodes));
+        assert_eq!(pooled.points.iter().map(|p| p.runs).sum::<usize>(), 300);
+        let weight: f64 = pooled.points.iter().map(|p| p.weight).sum();
+        assert!((weight - 300.0).abs() < 1e-9);
+        // A group's value is its runs' mean, at their geometric mean count.
+        let p = &pooled.points[pooled.points.len() / 2];
+        assert!(
+            (p.mean * f64::from(p.nodes) / 1000.0 - 1.0).abs() < 0.1,
+            "{p:?}"
+        );
     }
 
     #[test]

@@ -135,6 +135,11 @@ impl Predictor {
         }
     }
 
+    /// Whether this is one straight line (case I).
+    pub fn is_line(&self) -> bool {
+        matches!(&self.shape, Shape::Segmented { case: Case::I, segments } if segments.len() == 1)
+    }
+
     /// How a segmented predictor continues below and above the measured
     /// range; `None` for a scaled one, whose law holds everywhere.
     pub fn continuations(&self) -> Option<[Continuation; 2]> {
