@@ -254,10 +254,12 @@ mod tests {
 }
 
 /// The targets of the accuracy suite, checked on the report's own settings
-/// (400 applications, seed 1): every row at or below the line or power law
-/// picked by leave-one-out (median); EtS and APC within 2 % inside the
-/// measured range and 5 % at 2×; TtS within 1 % inside, 3 % at 1.5× and
-/// 5 % at 2×.
+/// (400 applications, seed 1): every row's median at or below the line or
+/// power law picked by leave-one-out and below the per-node rule, and its
+/// 90th percentile below every baseline's; EtS and APC within 2 % inside
+/// the measured range and 5 % at 2×; TtS within 1 % inside, 3 % at 1.5× and
+/// 5 % at 2×. (The plain line's median is lower than Joulecast's for EtS
+/// beyond the range: docs/accuracy.md.)
 #[cfg(test)]
 mod targets {
     use super::*;
@@ -276,6 +278,13 @@ mod targets {
             };
             assert!(ours <= limit, "{row:?}\n{table}");
             assert!(ours <= picked, "median {row:?}\n{table}");
+            assert!(ours < row.median[3], "median {row:?}\n{table}");
+            // The tail: below every baseline's, the plain line's included.
+            let [p90, line, picked, per_node] = row.p90;
+            assert!(
+                p90 < line && p90 < picked && p90 < per_node,
+                "p90 {row:?}\n{table}"
+            );
         }
     }
 }

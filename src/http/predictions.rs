@@ -174,7 +174,8 @@ pub struct ModelInfo {
     pub effective_allowed_rmse_pct: f64,
     /// Families fitted and back-tested to choose from.
     pub candidates: usize,
-    /// How a `segmented` family beyond the range continues there.
+    /// How the family beyond the range continues there, when it is a curve
+    /// in (n, y) (`segmented` or `line`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extrapolation: Option<Extrapolation>,
 }
@@ -237,9 +238,12 @@ pub struct Errors {
     pub points: usize,
 }
 
-/// The measured node counts from `held_out_from_nodes` up (`errors.points`
-/// of them), each predicted by the family fitted to the counts below it;
-/// the smallest of those training sets ends at `trained_up_to`.
+/// The largest node counts from `held_out_from_nodes` up (`errors.points` of
+/// them), each predicted by the family refitted to the counts at most 2/3 of
+/// it (to all counts below it where that leaves fewer than three); the first
+/// of those training sets ends at `trained_up_to`. Beyond 24 measured node
+/// counts, the interior ones are pooled by ln n (docs/accuracy.md), and these
+/// are the pooled counts.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct HoldoutInfo {
     pub held_out_from_nodes: u32,
@@ -257,11 +261,12 @@ pub struct CandidateInfo {
     pub within_allowed: bool,
     /// Each interior node count predicted by the family fitted without it.
     pub leave_one_out: Option<Errors>,
-    /// The largest node counts, each predicted from those below it.
+    /// The largest node counts, each predicted from the counts at most 2/3
+    /// of it.
     pub forward: Option<HoldoutInfo>,
     /// The weighted mean % error that ranks the families for a node count
     /// inside the measured range (mostly leave-one-out) and beyond it
-    /// (mostly forward); absent where the family could not be back-tested.
+    /// (mostly forward); null where the family could not be back-tested.
     pub score_inside_pct: Option<f64>,
     pub score_beyond_pct: Option<f64>,
     /// `inside` and/or `beyond` where this family answers; empty for a
@@ -406,30 +411,32 @@ fn holdout_info(h: &model::Holdout) -> HoldoutInfo {
 }
 
 fn curve_info(c: &Candidate) -> CurveInfo {
-    let (case, segments) = match c.curve.segmented().map(|(p, _)| &p.shape) {
-        Some(Shape::Segmented { case, segments }) => (
-            Some(case.as_str().to_owned()),
-            segments
-                .iter()
-                .map(|s| SegmentInfo {
-                    from_nodes: s.lo,
-                    to_nodes: s.hi,
-                    kind: match s.kind {
-                        model::SegmentKind::Linear => "linear".into(),
-                        model::SegmentKind::NonLinear => "non_linear".into(),
-                    },
-                    degree: s.degree,
-                    coefficients: s.coeffs[..=s.degree].to_vec(),
-                })
-                .map(|mut s| {
-                    if matches!(c.curve, model::Curve::LogSegmented(_)) {
-                        s.from_nodes = s.from_nodes.exp().round();
-                        s.to_nodes = s.to_nodes.exp().round();
-                    }
-                    s
-                })
-                .collect(),
-        ),
+    let (case, segments) = match c.curve.segmented() {
+        Some((
+            model::Predictor {
+                shape: Shape::Segmented { case, segments },
+            },
+            in_logs,
+        )) => {
+            // Segments over ln n say where they are in node counts.
+            let nodes = |x: f64| if in_logs { x.exp().round() } else { x };
+            (
+                Some(case.as_str().to_owned()),
+                segments
+                    .iter()
+                    .map(|s| SegmentInfo {
+                        from_nodes: nodes(s.lo),
+                        to_nodes: nodes(s.hi),
+                        kind: match s.kind {
+                            model::SegmentKind::Linear => "linear".into(),
+                            model::SegmentKind::NonLinear => "non_linear".into(),
+                        },
+                        degree: s.degree,
+                        coefficients: s.coeffs[..=s.degree].to_vec(),
+                    })
+                    .collect(),
+            )
+        }
         _ => (None, Vec::new()),
     };
     CurveInfo {
@@ -936,10 +943,11 @@ pub(super) async fn node_answers(
         Some(list) => {
             let node_powers = powers.of(list);
             let apc = model::bounds::on_nodes(best.value, &node_powers, scale);
-            let tts = fitted_models(state, app, &[Metric::Tts], allowed)
-                .await?
-                .remove(0);
-            let tts = tts.model.predict(nodes, aggregate.into()).value;
+            // The TtS the answer gives, made consistent with EtS and APC.
+            let (_, tts) =
+                consistent_predictions(state, app, &[Metric::Tts], allowed, nodes, aggregate)
+                    .await?;
+            let tts = tts[0].value;
             let peaks: Option<Vec<f64>> =
                 list.iter().map(|n| powers.peak_w.get(n).copied()).collect();
             Some(NodeSet {

@@ -3,15 +3,14 @@
 //!
 //! Each metric has its own model, chosen by its own back-test, so the three
 //! values need not multiply out. They are consistent when APC × TtS lies in
-//! EtS's interval or EtS in the interval of the product (whichever is
-//! wider); then nothing moves, since each model was chosen as the best for
+//! EtS's interval or EtS in the interval of the product; then nothing moves, since each model was chosen as the best for
 //! its own metric. Otherwise the excess is removed in the logs, where the
 //! identity is linear (ln E − ln P − ln T = 0): it is shared out in
 //! proportion to each prediction's variance, taken from its interval
 //! (relative half-width squared). That is the least-squares (minimum
 //! variance) adjustment: the metric predicted least surely moves most, and
 //! one predicted exactly does not move. Afterwards the product lies on the
-//! edge of the wider interval. Each interval moves with its value and keeps
+//! edge of EtS's interval, or EtS on the edge of the product's. Each interval moves with its value and keeps
 //! its relative width.
 //!
 //! Only the model's answers are reconciled: where runs were measured at the
@@ -24,13 +23,11 @@ use super::{Aggregate, Model, Prediction, Source};
 const EXACT: f64 = 1e-12;
 
 /// The predictions of `models` (EtS, APC, TtS, in `Metric::ALL`'s order) at
-/// `nodes`, reconciled when `aggregate` is the mean (a min or max of each
-/// metric is no product of the others').
+/// `nodes`, reconciled where they come from the models (whose answers do not
+/// depend on `aggregate`).
 pub fn predict(models: [&Model; 3], nodes: u32, aggregate: Aggregate) -> [Prediction; 3] {
     let [mut ets, mut apc, mut tts] = models.map(|m| m.predict(nodes, aggregate));
-    if aggregate == Aggregate::Mean {
-        reconcile(&mut ets, &mut apc, &mut tts);
-    }
+    reconcile(&mut ets, &mut apc, &mut tts);
     [ets, apc, tts]
 }
 
@@ -55,8 +52,17 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
     };
     let [he, hp, ht] = all.map(half);
     let r = ets.value.ln() - apc.value.ln() - tts.value.ln();
-    // The discrepancy the intervals already admit, in the logs.
-    let admitted = (1.0 + he).ln().max((1.0 + hp).ln() + (1.0 + ht).ln());
+    // The discrepancy the intervals already admit, in the logs (they are
+    // not symmetric there). EtS above the product: the product still lies
+    // in EtS's interval down to E·(1 − he), or EtS in the product's up to
+    // P·T·(1 + hp)(1 + ht); below it, the mirror images.
+    let down = |h: f64| -(1.0 - h.min(1.0 - EXACT)).ln();
+    let up = |h: f64| (1.0 + h).ln();
+    let admitted = if r > 0.0 {
+        down(he).max(up(hp) + up(ht))
+    } else {
+        up(he).max(down(hp) + down(ht))
+    };
     if !r.is_finite() || r.abs() <= admitted {
         return;
     }
@@ -96,20 +102,25 @@ mod tests {
         let (mut e, mut p, mut t) = (model(1010.0, 0.03), model(10.0, 0.0), model(100.0, 0.01));
         reconcile(&mut e, &mut p, &mut t);
         assert_eq!((e.value, p.value, t.value), (1010.0, 10.0, 100.0));
+        // 1030.5 J: the product, 1000 J, is still above its 0.97·E = 999.6 J.
+        let (mut e, mut p, mut t) = (model(1030.5, 0.03), model(10.0, 0.0), model(100.0, 0.0));
+        reconcile(&mut e, &mut p, &mut t);
+        assert_eq!(e.value, 1030.5);
     }
 
     #[test]
     fn the_least_sure_prediction_takes_the_excess_and_an_exact_one_none() {
-        // APC exact, TtS ±1 %, EtS ±3 %: 10 % apart, 3 % admitted; EtS
-        // takes 9/10 of the excess, TtS 1/10.
+        // APC exact, TtS ±1 %, EtS ±3 %: EtS 10 % above the product, which
+        // EtS's interval reaches down to E·0.97; EtS takes 9/10 of the
+        // excess, TtS 1/10.
         let (mut e, mut p, mut t) = (model(1100.0, 0.03), model(10.0, 0.0), model(100.0, 0.01));
         reconcile(&mut e, &mut p, &mut t);
         assert_eq!(p.value, 10.0);
-        let excess = 1.1f64.ln() - 1.03f64.ln();
+        let excess = 1.1f64.ln() + 0.97f64.ln();
         assert!((t.value - 100.0 * (0.1 * excess).exp()).abs() < 1e-9);
         assert!((e.value - 1100.0 * (-0.9 * excess).exp()).abs() < 1e-9);
-        // The product now sits on the edge of EtS's interval.
-        assert!((e.value / (p.value * t.value) - 1.03).abs() < 1e-9);
+        // The product now sits on the lower edge of EtS's interval.
+        assert!((p.value * t.value - e.low).abs() < 1e-9 * e.value);
         // Intervals keep their relative widths around the new values.
         assert!((e.high / e.value - 1.03).abs() < 1e-12);
     }
@@ -154,6 +165,13 @@ mod tests {
                 let (mut ce, mut cp, mut ct) = (model(p * t, he), model(p, hp), model(t, ht));
                 reconcile(&mut ce, &mut cp, &mut ct);
                 prop_assert!(ce.value == p * t && cp.value == p && ct.value == t);
+                // Just inside either edge of EtS's interval: unchanged too.
+                for edge in [0.999 * he, -0.999 * he] {
+                    let energy = p * t / (1.0 - edge);
+                    let (mut ce, mut cp, mut ct) = (model(energy, he), model(p, hp), model(t, ht));
+                    reconcile(&mut ce, &mut cp, &mut ct);
+                    prop_assert!(ce.value == energy && cp.value == p && ct.value == t, "{edge}");
+                }
             }
         }
     }

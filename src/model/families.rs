@@ -2,7 +2,8 @@
 //! point per measured node count and says how many parameters it used.
 //!
 //! Every family fits relative errors (measurement noise is relative): in
-//! (n, y) with weights quality / y², in logs with weights quality. Every
+//! (n, y) with weights quality / y², in logs with weights quality (the
+//! normal form, through the §6.2 search, weighs each point's mean alike). Every
 //! curve is strictly positive wherever it can be asked (1 to 10⁶ nodes):
 //! families whose form cannot promise it check it, and give up otherwise.
 

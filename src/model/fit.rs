@@ -250,21 +250,9 @@ impl History {
             });
             i = j;
         }
+        // Groups do not share a node count: each rounds to a count within
+        // its own members' range, and the ranges do not overlap.
         points.push(self.points[m - 1].clone());
-        // Rounding may give two groups the same node count: merge them.
-        points.dedup_by(|b, a| {
-            if a.nodes != b.nodes {
-                return false;
-            }
-            let weight = a.weight + b.weight;
-            a.mean = (a.mean * a.weight + b.mean * b.weight) / weight;
-            a.weight = weight;
-            a.runs += b.runs;
-            a.scatter += b.scatter;
-            a.min = a.min.min(b.min);
-            a.max = a.max.max(b.max);
-            true
-        });
         Some(History {
             points,
             runs: self.runs,
@@ -345,13 +333,13 @@ impl ErrorSummary {
     }
 }
 
-/// The largest node counts, each predicted from the counts below it.
+/// The largest node counts, each predicted from the counts at most 2/3 of
+/// it (or all below it where that leaves fewer than three).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Holdout {
     /// The node counts predicted, ascending.
     pub held_out: Vec<u32>,
-    /// The largest node count below the first of them: the smallest
-    /// training set ends there.
+    /// The largest node count the first of them was predicted from.
     pub trained_up_to: u32,
     pub errors: ErrorSummary,
 }
@@ -383,7 +371,8 @@ pub enum Flag {
     Extrapolation,
     /// Fewer than three node counts measured: the shape is a guess.
     ThinHistory,
-    /// No candidate met the allowed %RMSE; the best one was used.
+    /// The family that answered fits the history less closely than the
+    /// allowed %RMSE (it won by back-testing better).
     RmseNotMet,
     /// The prediction breaks the theoretical bounds of the declared scaling mode.
     OutsideTheory,
@@ -423,22 +412,24 @@ pub fn fit_history(history: History, options: FitOptions) -> Option<Model> {
         return None;
     }
     let allowed = effective_allowed(&history, options.allowed_rmse_pct);
+    let noise = select::Noise::of(&history, allowed);
     let selection = match history.coarsened(MAX_SELECTION_POINTS) {
-        Some(pooled) => select::select(&pooled, &options, allowed),
-        None => select::select(&history, &options, allowed),
+        Some(pooled) => select::select(&pooled, &options, noise),
+        None => select::select(&history, &options, noise),
     };
     let sigma = if history.points.len() < 3 {
         [THIN_SIGMA; 2]
     } else {
         let inside = selection.winner(Regime::Inside);
         let beyond = selection.winner(Regime::Beyond);
-        let rms = |e: &Option<ErrorSummary>| e.as_ref().map(|e| e.rms_pct / 100.0);
-        let inside_sigma = rms(&inside.leave_one_out)
-            .or(rms(&inside.forward.as_ref().map(|h| h.errors.clone())))
+        let rms = |e: Option<&ErrorSummary>| e.map(|e| e.rms_pct / 100.0);
+        fn forward(c: &Candidate) -> Option<&ErrorSummary> {
+            c.forward.as_ref().map(|h| &h.errors)
+        }
+        let inside_sigma = rms(inside.leave_one_out.as_ref())
+            .or(rms(forward(inside)))
             .unwrap_or(inside.rmse_pct / 100.0);
-        let beyond_sigma = rms(&beyond.forward.as_ref().map(|h| h.errors.clone()))
-            .unwrap_or(THIN_SIGMA)
-            .max(inside_sigma);
+        let beyond_sigma = rms(forward(beyond)).unwrap_or(THIN_SIGMA).max(inside_sigma);
         [inside_sigma, beyond_sigma].map(|s| s.max(SIGMA_FLOOR))
     };
     Some(Model {

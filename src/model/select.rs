@@ -16,7 +16,7 @@
 //! model far outside the allowed %RMSE can only win by back-testing better.
 
 use super::families::{self, Curve, Family, FamilyFit};
-use super::fit::{ErrorSummary, History, Holdout, effective_allowed};
+use super::fit::{ErrorSummary, History, Holdout};
 use super::segmented;
 use super::{FitOptions, Metric};
 
@@ -88,25 +88,35 @@ impl Selection {
     pub fn winner(&self, regime: Regime) -> &Candidate {
         &self.candidates[self.winners[regime as usize]]
     }
+}
 
-    /// The other candidates, best score in `regime` first.
-    pub fn runners_up(&self, regime: Regime) -> Vec<&Candidate> {
-        let winner = self.winners[regime as usize];
-        let mut others: Vec<&Candidate> = self
-            .candidates
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != winner)
-            .map(|(_, c)| c)
-            .collect();
-        others.sort_by(|a, b| a.score[regime as usize].total_cmp(&b.score[regime as usize]));
-        others
+/// The noise a selection allows for, from the whole history (before any
+/// pooling, which would mistake the curve's change across a group for
+/// scatter).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Noise {
+    /// The allowed %RMSE applied, to the whole history and to every refit.
+    pub allowed_pct: f64,
+    /// Scores closer than this to the best are tied (percentage points).
+    pub tie_pct: f64,
+}
+
+impl Noise {
+    pub fn of(history: &History, allowed_pct: f64) -> Noise {
+        let tie_pct = history.replicate_noise().map_or(0.0, |noise| {
+            let runs_per_point = history.runs.max(1) as f64 / history.points.len().max(1) as f64;
+            100.0 * TIE_STANDARD_ERRORS * noise / runs_per_point.max(1.0).sqrt()
+        });
+        Noise {
+            allowed_pct,
+            tie_pct,
+        }
     }
 }
 
-/// Fit and back-test every family on `history` (at least one node count);
-/// `allowed` is the %RMSE applied to the whole history.
-pub fn select(history: &History, options: &FitOptions, allowed: f64) -> Selection {
+/// Fit and back-test every family on `history` (at least one node count).
+pub fn select(history: &History, options: &FitOptions, noise: Noise) -> Selection {
+    let allowed = noise.allowed_pct;
     let m = history.points.len();
     // One node count, or nothing else fits: the value at the middle count,
     // scaled by the metric's ideal behaviour.
@@ -140,14 +150,14 @@ pub fn select(history: &History, options: &FitOptions, allowed: f64) -> Selectio
         (2, _) => &[Family::PowerLaw, Family::Line],
         _ => &[],
     };
-    let untested = preferred
-        .iter()
-        .chain(&[Family::Interpolation])
-        .find_map(|&family| {
-            let fit = families::fit(family, history, options, allowed)?;
-            Some(Candidate::new(family, fit, allowed, None, None))
-        });
     if m == 2 {
+        let untested = preferred
+            .iter()
+            .chain(&[Family::Interpolation])
+            .find_map(|&family| {
+                let fit = families::fit(family, history, options, allowed)?;
+                Some(Candidate::new(family, fit, allowed, None, None))
+            });
         return alone(untested.unwrap_or_else(scaled));
     }
     let candidates: Vec<Candidate> = Family::FITTED
@@ -158,19 +168,15 @@ pub fn select(history: &History, options: &FitOptions, allowed: f64) -> Selectio
                 family,
                 fit,
                 allowed,
-                leave_one_out(family, history, options),
-                forward(family, history, options),
+                leave_one_out(family, history, options, allowed),
+                forward(family, history, options, allowed),
             ))
         })
         .collect();
     if candidates.is_empty() {
-        return alone(untested.unwrap_or_else(scaled));
+        return alone(scaled());
     }
-    let noise = history.replicate_noise().map_or(0.0, |noise| {
-        let runs_per_point = history.runs.max(1) as f64 / m as f64;
-        100.0 * TIE_STANDARD_ERRORS * noise / runs_per_point.max(1.0).sqrt()
-    });
-    let winners = [Regime::Inside, Regime::Beyond].map(|r| winner(&candidates, r, noise));
+    let winners = [Regime::Inside, Regime::Beyond].map(|r| winner(&candidates, r, noise.tie_pct));
     Selection {
         candidates,
         winners,
@@ -213,10 +219,11 @@ fn alone(candidate: Candidate) -> Selection {
     }
 }
 
-/// The candidate answering `regime`: the best score, or within the tie
-/// tolerance of it, within the allowed %RMSE, fewest parameters, best score,
-/// simplest family (`Family`'s order), in that order; by in-sample fit when
-/// nothing could be back-tested.
+/// The candidate answering `regime`: among those with the best score or
+/// within the tie tolerance of it, the one within the allowed %RMSE, with
+/// the fewest parameters, the best score, the simplest family (`Family`'s
+/// order), in that order (when nothing could be back-tested, every
+/// candidate is tied).
 fn winner(candidates: &[Candidate], regime: Regime, noise_pct: f64) -> usize {
     let r = regime as usize;
     let Some(best) = candidates
@@ -255,10 +262,9 @@ fn error_at(
     family: Family,
     training: &History,
     options: &FitOptions,
-    nodes: u32,
-    truth: f64,
+    allowed: f64,
+    (nodes, truth): (u32, f64),
 ) -> Option<f64> {
-    let allowed = effective_allowed(training, options.allowed_rmse_pct);
     let fit = families::fit(family, training, options, allowed)?;
     let error = 100.0 * ((fit.curve.value(f64::from(nodes)) - truth) / truth).abs();
     error.is_finite().then_some(error)
@@ -267,7 +273,12 @@ fn error_at(
 /// Each interior node count (at most `MAX_LEAVE_ONE_OUT`, evenly spread)
 /// predicted from the others; `None` without interior counts, or when the
 /// family fails on some reduced history.
-fn leave_one_out(family: Family, history: &History, options: &FitOptions) -> Option<ErrorSummary> {
+fn leave_one_out(
+    family: Family,
+    history: &History,
+    options: &FitOptions,
+    allowed: f64,
+) -> Option<ErrorSummary> {
     let m = history.points.len();
     if m < 3 {
         return None;
@@ -282,7 +293,13 @@ fn leave_one_out(family: Family, history: &History, options: &FitOptions) -> Opt
                 k * (interior - 1) / (cases - 1)
             };
             let p = &history.points[i];
-            error_at(family, &history.without(i), options, p.nodes, p.mean)
+            error_at(
+                family,
+                &history.without(i),
+                options,
+                allowed,
+                (p.nodes, p.mean),
+            )
         })
         .collect::<Option<Vec<f64>>>()?;
     ErrorSummary::new(errors)
@@ -292,7 +309,12 @@ fn leave_one_out(family: Family, history: &History, options: &FitOptions) -> Opt
 /// the counts at most 1/`FORWARD_RATIO` of it, as far as an extrapolation
 /// reaches; where that leaves too few to train on, from all counts below
 /// it. `None` for fewer than three node counts.
-fn forward(family: Family, history: &History, options: &FitOptions) -> Option<Holdout> {
+fn forward(
+    family: Family,
+    history: &History,
+    options: &FitOptions,
+    allowed: f64,
+) -> Option<Holdout> {
     let m = history.points.len();
     if m < 3 {
         return None;
@@ -314,8 +336,8 @@ fn forward(family: Family, history: &History, options: &FitOptions) -> Option<Ho
                 family,
                 &history.prefix(training(i)),
                 options,
-                p.nodes,
-                p.mean,
+                allowed,
+                (p.nodes, p.mean),
             )
         })
         .collect::<Option<Vec<f64>>>()?;
@@ -346,7 +368,7 @@ mod tests {
     fn exact_power_law_data_are_recovered_by_a_log_log_family() {
         let truth = |n: f64| 3600.0 * n.powf(-0.83);
         let h = sampled(truth, &POWERS);
-        let selection = select(&h, &options(Metric::Tts), 2.0);
+        let selection = select(&h, &options(Metric::Tts), Noise::of(&h, 2.0));
         for regime in [Regime::Inside, Regime::Beyond] {
             let winner = selection.winner(regime);
             assert_eq!(winner.family, Family::PowerLaw, "{regime:?}");
@@ -361,7 +383,7 @@ mod tests {
     fn exact_amdahl_plus_log_data_are_recovered_by_the_physics_family() {
         let truth = |n: f64| 50.0 + 1000.0 / n + 8.0 * n.log2();
         let h = sampled(truth, &POWERS);
-        let selection = select(&h, &options(Metric::Tts), 2.0);
+        let selection = select(&h, &options(Metric::Tts), Noise::of(&h, 2.0));
         for regime in [Regime::Inside, Regime::Beyond] {
             let winner = selection.winner(regime);
             assert_eq!(winner.family, Family::Physics, "{regime:?}");
@@ -382,7 +404,7 @@ mod tests {
         // back-tests far worse; it must not win, whatever its parameters.
         let truth = |n: f64| 20.0 + 5000.0 / n;
         let h = sampled(truth, &POWERS);
-        let selection = select(&h, &options(Metric::Tts), 2.0);
+        let selection = select(&h, &options(Metric::Tts), Noise::of(&h, 2.0));
         let line = selection
             .candidates
             .iter()
@@ -399,7 +421,7 @@ mod tests {
     #[test]
     fn backtests_leave_out_interior_counts_and_predict_the_largest_forward() {
         let h = sampled(|n| 100.0 + 3.0 * n, &[4, 8, 12, 16, 20, 24, 28, 32, 36, 40]);
-        let selection = select(&h, &options(Metric::Apc), 2.0);
+        let selection = select(&h, &options(Metric::Apc), Noise::of(&h, 2.0));
         let line = selection
             .candidates
             .iter()
@@ -479,7 +501,7 @@ mod tests {
                     })
                     .collect();
                 let h = History::new(&observations);
-                let selection = select(&h, &options(metric), 2.0);
+                let selection = select(&h, &options(metric), Noise::of(&h, 2.0));
                 for regime in [Regime::Inside, Regime::Beyond] {
                     let r = regime as usize;
                     let best = selection
