@@ -166,7 +166,22 @@ impl Models {
             .stats
             .get_or_try_init(|| async {
                 self.run_loads.fetch_add(1, Ordering::Relaxed);
-                store::stats::for_app(pool, app.id).await.map(Arc::new)
+                let rows = store::stats::for_app(pool, app.id).await?;
+                // Statistics and runs are written together, so the rows
+                // never hold fewer runs than the application row says (more
+                // only if a write landed since it was read), unless a replica
+                // that predates them stored runs: then rebuild them.
+                let counted: i64 = rows.iter().map(|r| r.runs).sum();
+                if counted < app.run_count {
+                    tracing::warn!(
+                        app = %app.tag,
+                        counted,
+                        runs = app.run_count,
+                        "run statistics behind the runs; rebuilding them"
+                    );
+                    return store::stats::rebuild(pool, app.id).await.map(Arc::new);
+                }
+                Ok(Arc::new(rows))
             })
             .await?
             .clone())

@@ -1,7 +1,7 @@
 //! `run_stats`: each application's history as sufficient statistics, one
 //! row per node count (design.md §2.2), kept by `runs::insert_batch`.
 
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool};
 
 use crate::model::{Metric, NodeStats};
 
@@ -66,4 +66,42 @@ pub async fn for_app(executor: impl PgExecutor<'_>, app_id: i64) -> sqlx::Result
     .bind(app_id)
     .fetch_all(executor)
     .await
+}
+
+/// Rebuild `app_id`'s statistics from its runs, under the application row's
+/// lock (the one writers take), and return them. For statistics that fell
+/// behind the runs: runs stored by a replica that predates `run_stats`
+/// during an upgrade.
+pub async fn rebuild(pool: &PgPool, app_id: i64) -> sqlx::Result<Vec<StatsRow>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT id FROM applications WHERE id = $1 FOR UPDATE")
+        .bind(app_id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM run_stats WHERE app_id = $1")
+        .bind(app_id)
+        .execute(&mut *tx)
+        .await?;
+    // The migration's backfill, for one application.
+    sqlx::query(
+        "INSERT INTO run_stats (app_id, nodes, runs, weight,
+                                energy_sum, energy_sumsq, energy_min, energy_max,
+                                power_sum, power_sumsq, power_min, power_max,
+                                time_sum, time_sumsq, time_min, time_max)
+         SELECT app_id, nodes, count(*), sum(quality),
+                sum(quality * energy_j), sum(quality * energy_j * energy_j),
+                min(energy_j), max(energy_j),
+                sum(quality * avg_power_w), sum(quality * avg_power_w * avg_power_w),
+                min(avg_power_w), max(avg_power_w),
+                sum(quality * duration_s), sum(quality * duration_s * duration_s),
+                min(duration_s), max(duration_s)
+         FROM runs WHERE app_id = $1
+         GROUP BY app_id, nodes",
+    )
+    .bind(app_id)
+    .execute(&mut *tx)
+    .await?;
+    let rows = for_app(&mut *tx, app_id).await?;
+    tx.commit().await?;
+    Ok(rows)
 }

@@ -132,3 +132,35 @@ async fn the_predictor_reads_the_statistics() {
     );
     assert_eq!(point["runs"], 8);
 }
+
+/// Runs stored without their statistics (by a replica that predates them,
+/// during an upgrade) are noticed at the next fit and counted.
+#[tokio::test]
+async fn statistics_that_fell_behind_the_runs_are_rebuilt() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let kept = stats(&app).await;
+    // What an older replica would leave: runs and counts, no statistics.
+    sqlx::query(
+        "DELETE FROM run_stats WHERE app_id = (SELECT id FROM applications WHERE tag = 'alpha')
+           AND nodes IN (4, 8)",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let reply = app.get("/v1/apps/alpha/model?metric=tts", &app.read).await;
+    assert_eq!(reply.status, 200, "{:#}", reply.body);
+    assert_eq!(reply.body["history"]["runs"], 40);
+    assert_eq!(reply.body["history"]["node_counts"], 5);
+    let rebuilt = stats(&app).await;
+    assert_eq!(rebuilt.len(), kept.len());
+    for ((tag, (nodes, runs, values)), (_, (nodes2, runs2, values2))) in kept.iter().zip(&rebuilt) {
+        assert_eq!((nodes, runs), (nodes2, runs2), "{tag}");
+        for (a, b) in values.iter().zip(values2) {
+            assert!(
+                (a - b).abs() <= 1e-12 * a.abs(),
+                "{tag} {nodes}: {a} vs {b}"
+            );
+        }
+    }
+}
