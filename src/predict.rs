@@ -6,8 +6,9 @@
 //! from it: no refit, no reading of history. Otherwise the history is read
 //! once for that version, as sufficient statistics (one row per node count,
 //! design.md §2.2, however many runs), and the model is fitted on a blocking
-//! thread, once, however many queries wait for it. Every committed run bumps the version in the
-//! database, so writes through any replica are noticed by the next query.
+//! thread, once, however many queries wait for it. Every committed run bumps
+//! the version in the database, so writes through any replica are noticed by
+//! the next query.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
