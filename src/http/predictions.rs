@@ -161,7 +161,7 @@ pub struct CurveInfo {
 /// inside the measured range, and the one for node counts beyond it
 /// (design.md §2.1).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ModelInfo {
+pub struct PredictorInfo {
     /// The family answering inside the measured range.
     pub family: String,
     /// The family answering below and above it.
@@ -316,7 +316,7 @@ pub struct MetricPrediction<'a> {
     /// extrapolation, thin_history, allowed_rmse_not_met, outside_theoretical_bounds.
     #[schema(value_type = Vec<String>)]
     pub flags: FlagNames<'a>,
-    #[schema(value_type = ModelInfo)]
+    #[schema(value_type = PredictorInfo)]
     pub model: &'a RawValue,
     #[schema(value_type = HistorySummary)]
     pub history: &'a RawValue,
@@ -450,7 +450,7 @@ fn curve_info(c: &Candidate) -> CurveInfo {
     }
 }
 
-fn model_info(model: &Model) -> ModelInfo {
+fn model_info(model: &Model) -> PredictorInfo {
     let (inside, beyond) = (
         model.selection.winner(Regime::Inside),
         model.selection.winner(Regime::Beyond),
@@ -459,7 +459,7 @@ fn model_info(model: &Model) -> ModelInfo {
         model::Curve::Segmented(p) => p.continuations(),
         _ => None,
     };
-    ModelInfo {
+    PredictorInfo {
         family: inside.family.as_str().into(),
         family_beyond: beyond.family.as_str().into(),
         inside: curve_info(inside),
@@ -1239,7 +1239,7 @@ pub struct Curve {
     /// The measured points.
     pub history: Vec<HistoryPoint>,
     /// The families chosen inside and beyond the measured range.
-    pub model: ModelInfo,
+    pub model: PredictorInfo,
     /// The winners' back-tests and the runners-up.
     pub backtest: BacktestInfo,
 }
@@ -1376,7 +1376,7 @@ pub struct FittedModel {
     pub model_version: String,
     /// The declared scaling mode used for the theoretical-bounds flag.
     pub scaling_mode: String,
-    pub model: ModelInfo,
+    pub model: PredictorInfo,
     pub history: HistorySummary,
     pub points: Vec<HistoryPoint>,
     pub backtest: BacktestInfo,

@@ -183,6 +183,35 @@ fn the_committed_openapi_document_is_the_generated_one() {
     );
 }
 
+/// A prediction's `model` is documented as the predictor chosen by
+/// back-test, not as the model search's answer (two Rust types once shared
+/// the name `ModelInfo`, and one schema hid the other).
+#[test]
+fn a_predictions_model_has_its_own_schema() {
+    let spec = serde_json::to_value(http::openapi()).unwrap();
+    let schemas = &spec["components"]["schemas"];
+    let model = &schemas["MetricPrediction"]["properties"]["model"];
+    let name = model["$ref"]
+        .as_str()
+        .or_else(|| model["allOf"][0]["$ref"].as_str())
+        .unwrap_or_else(|| panic!("{model:#}"))
+        .rsplit('/')
+        .next()
+        .unwrap();
+    let properties = &schemas[name]["properties"];
+    for field in ["family", "family_beyond", "inside", "beyond"] {
+        assert!(
+            properties.get(field).is_some(),
+            "{name} lacks {field}: {properties:#}"
+        );
+    }
+    assert!(
+        schemas["ModelInfo"]["properties"]
+            .get("hypotheses")
+            .is_some()
+    );
+}
+
 #[test]
 fn every_operation_is_documented_and_secured_or_public_by_design() {
     let spec = serde_json::to_value(http::openapi()).unwrap();
