@@ -456,16 +456,7 @@ fn interpolate(x: &[f64], y: &[f64], at: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ScalingMode;
-    use crate::model::sampled;
-
-    fn options(metric: Metric) -> FitOptions {
-        FitOptions {
-            metric,
-            mode: ScalingMode::Unknown,
-            allowed_rmse_pct: 2.0,
-        }
-    }
+    use crate::model::{options_for as options, sampled};
 
     #[test]
     fn the_power_law_family_recovers_an_exact_power_law() {

@@ -114,6 +114,17 @@ pub(crate) fn runs(points: &[(u32, f64)]) -> Vec<Observation> {
         .collect()
 }
 
+/// Options for `metric` with an unknown scaling mode and the default 2 %
+/// allowed %RMSE, for tests.
+#[cfg(test)]
+pub(crate) fn options_for(metric: Metric) -> FitOptions {
+    FitOptions {
+        metric,
+        mode: ScalingMode::Unknown,
+        allowed_rmse_pct: DEFAULT_ALLOWED_RMSE_PCT,
+    }
+}
+
 /// The history of one run of `f(n)` at each of `nodes`, for tests.
 #[cfg(test)]
 pub(crate) fn sampled(f: impl Fn(f64) -> f64, nodes: &[u32]) -> History {

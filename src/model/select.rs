@@ -351,16 +351,8 @@ fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::sampled;
-    use crate::model::{Observation, ScalingMode, fit};
-
-    fn options(metric: Metric) -> FitOptions {
-        FitOptions {
-            metric,
-            mode: ScalingMode::Unknown,
-            allowed_rmse_pct: 2.0,
-        }
-    }
+    use crate::model::{Observation, fit};
+    use crate::model::{options_for as options, sampled};
 
     const POWERS: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 

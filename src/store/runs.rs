@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 
 use super::apps;
+use super::stats::{run_stats_aggregates, run_stats_columns};
 
 /// Which of energy, power and duration was computed from the other two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +134,7 @@ pub async fn insert_batch(
     });
     let sorted: Vec<&NewRun> = order.iter().map(|&i| runs[i]).collect();
 
-    let created: Vec<(i64, String, String)> = sqlx::query_as(
+    let created: Vec<(i64, String, String)> = sqlx::query_as(concat!(
         "WITH input AS (
              SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::text[],
                                   $6::float8[], $7::float8[], $8::float8[], $9::text[],
@@ -153,17 +154,12 @@ pub async fn insert_batch(
                        quality, COALESCE(ended_at, ingested_at) AS finished_at
          ),
          node_stats AS (
-             INSERT INTO run_stats AS s (app_id, nodes, runs, weight,
-                                         energy_sum, energy_sumsq, energy_min, energy_max,
-                                         power_sum, power_sumsq, power_min, power_max,
-                                         time_sum, time_sumsq, time_min, time_max)
-             SELECT app_id, nodes, count(*), sum(quality),
-                    sum(quality * energy_j), sum(quality * energy_j * energy_j),
-                    min(energy_j), max(energy_j),
-                    sum(quality * avg_power_w), sum(quality * avg_power_w * avg_power_w),
-                    min(avg_power_w), max(avg_power_w),
-                    sum(quality * duration_s), sum(quality * duration_s * duration_s),
-                    min(duration_s), max(duration_s)
+             INSERT INTO run_stats AS s (app_id, nodes, ",
+        run_stats_columns!(),
+        ")
+             SELECT app_id, nodes, ",
+        run_stats_aggregates!(),
+        "
              FROM inserted GROUP BY app_id, nodes
              ON CONFLICT (app_id, nodes) DO UPDATE SET
                  runs = s.runs + EXCLUDED.runs,
@@ -193,8 +189,8 @@ pub async fn insert_batch(
                    FROM inserted GROUP BY app_id) s
              WHERE a.id = s.app_id
          )
-         SELECT id, source, job_id FROM inserted",
-    )
+         SELECT id, source, job_id FROM inserted"
+    ))
     .bind(sorted.iter().map(|r| apps.ids[r.app.as_str()]).collect::<Vec<i64>>())
     .bind(sorted.iter().map(|r| r.source.as_str()).collect::<Vec<_>>())
     .bind(sorted.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>())

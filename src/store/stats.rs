@@ -3,6 +3,30 @@
 
 use sqlx::{PgExecutor, PgPool};
 
+/// The columns of `run_stats` after its key, and the aggregates that fill
+/// them from rows of runs: one definition for the insert that keeps them
+/// (`runs::insert_batch`) and for `rebuild` (the migration's backfill is
+/// the same statement, frozen in its file).
+macro_rules! run_stats_columns {
+    () => {
+        "runs, weight, energy_sum, energy_sumsq, energy_min, energy_max, \
+         power_sum, power_sumsq, power_min, power_max, \
+         time_sum, time_sumsq, time_min, time_max"
+    };
+}
+macro_rules! run_stats_aggregates {
+    () => {
+        "count(*), sum(quality), \
+         sum(quality * energy_j), sum(quality * energy_j * energy_j), \
+         min(energy_j), max(energy_j), \
+         sum(quality * avg_power_w), sum(quality * avg_power_w * avg_power_w), \
+         min(avg_power_w), max(avg_power_w), \
+         sum(quality * duration_s), sum(quality * duration_s * duration_s), \
+         min(duration_s), max(duration_s)"
+    };
+}
+pub(crate) use {run_stats_aggregates, run_stats_columns};
+
 use crate::model::{Metric, NodeStats};
 
 /// One node count's statistics of all three metrics.
@@ -57,12 +81,11 @@ impl StatsRow {
 
 /// An application's statistics, by node count.
 pub async fn for_app(executor: impl PgExecutor<'_>, app_id: i64) -> sqlx::Result<Vec<StatsRow>> {
-    sqlx::query_as(
-        "SELECT nodes, runs, weight, energy_sum, energy_sumsq, energy_min, energy_max,
-                power_sum, power_sumsq, power_min, power_max,
-                time_sum, time_sumsq, time_min, time_max
-         FROM run_stats WHERE app_id = $1 ORDER BY nodes",
-    )
+    sqlx::query_as(concat!(
+        "SELECT nodes, ",
+        run_stats_columns!(),
+        " FROM run_stats WHERE app_id = $1 ORDER BY nodes"
+    ))
     .bind(app_id)
     .fetch_all(executor)
     .await
@@ -83,21 +106,13 @@ pub async fn rebuild(pool: &PgPool, app_id: i64) -> sqlx::Result<Vec<StatsRow>> 
         .execute(&mut *tx)
         .await?;
     // The migration's backfill, for one application.
-    sqlx::query(
-        "INSERT INTO run_stats (app_id, nodes, runs, weight,
-                                energy_sum, energy_sumsq, energy_min, energy_max,
-                                power_sum, power_sumsq, power_min, power_max,
-                                time_sum, time_sumsq, time_min, time_max)
-         SELECT app_id, nodes, count(*), sum(quality),
-                sum(quality * energy_j), sum(quality * energy_j * energy_j),
-                min(energy_j), max(energy_j),
-                sum(quality * avg_power_w), sum(quality * avg_power_w * avg_power_w),
-                min(avg_power_w), max(avg_power_w),
-                sum(quality * duration_s), sum(quality * duration_s * duration_s),
-                min(duration_s), max(duration_s)
-         FROM runs WHERE app_id = $1
-         GROUP BY app_id, nodes",
-    )
+    sqlx::query(concat!(
+        "INSERT INTO run_stats (app_id, nodes, ",
+        run_stats_columns!(),
+        ") SELECT app_id, nodes, ",
+        run_stats_aggregates!(),
+        " FROM runs WHERE app_id = $1 GROUP BY app_id, nodes"
+    ))
     .bind(app_id)
     .execute(&mut *tx)
     .await?;
