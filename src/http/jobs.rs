@@ -14,10 +14,10 @@ use super::admission::{Admission, Candidate, JobShape, decide};
 use super::auth::{self, Authorized};
 use super::error::{ApiError, ApiResult, PROBLEM_JSON, Problem};
 use super::extract::{Json, Path, Query};
-use super::predictions::{AggregateName, NodeScope, fitted_models, node_answers};
+use super::predictions::{AggregateName, Consistent, NodeScope, node_answers};
 use super::runs::{Run, store_one};
 use crate::ingest::{self, NodeListDraft, RunDraft};
-use crate::model::{Aggregate, Metric};
+use crate::model::Metric;
 use crate::predict;
 use crate::store::{self, apps::AppRow, jobs::JobRow, jobs::NewJob};
 use crate::validate::{self, FieldError};
@@ -144,16 +144,19 @@ pub(super) async fn estimate(
         });
     };
     let allowed = predict::allowed_rmse(app, None);
-    let models = fitted_models(state, app, &Metric::ALL, allowed).await?;
-    let value = |metric: Metric| {
-        models
-            .iter()
-            .find(|m| m.model.options.metric == metric)
-            .map(|m| m.model.predict(nodes, Aggregate::Mean).value)
-    };
+    let consistent = Consistent::at(state, app, allowed, nodes, AggregateName::Mean).await?;
+    let value = |metric: Metric| Some(consistent.prediction(metric).value);
     let (apc, ets, tts) = (value(Metric::Apc), value(Metric::Ets), value(Metric::Tts));
-    let (bounds, set) =
-        node_answers(state, app, nodes, scope, allowed, AggregateName::Mean).await?;
+    let (bounds, set) = node_answers(
+        state,
+        app,
+        nodes,
+        scope,
+        allowed,
+        AggregateName::Mean,
+        consistent.prediction(Metric::Tts).value,
+    )
+    .await?;
     let (reserved_w, basis) = match (set, bounds, apc) {
         (Some(set), _, _) => (set.apc_w, "node_set"),
         (None, Some(bounds), _) => (bounds.worst_w, "worst_nodes"),

@@ -655,29 +655,50 @@ pub(super) async fn fitted_models(
     Ok(out)
 }
 
-/// The predictions of `metrics` at `nodes`, with their models. All three
-/// metrics are predicted and made consistent (EtS = APC × TtS within the
-/// intervals, `model::consistency`) whichever are asked for, so that
-/// separate queries for each metric agree too.
-async fn consistent_predictions(
-    state: &AppState,
-    app: &AppRow,
-    metrics: &[Metric],
-    allowed: f64,
-    nodes: u32,
-    aggregate: AggregateName,
-) -> ApiResult<(Vec<Arc<Fitted>>, Vec<Prediction>)> {
-    let all = fitted_models(state, app, &Metric::ALL, allowed).await?;
-    let predicted = consistency::predict(
-        [&all[0].model, &all[1].model, &all[2].model],
-        nodes,
-        aggregate.into(),
-    );
-    Ok(metrics
-        .iter()
-        .filter_map(|m| Metric::ALL.iter().position(|x| x == m))
-        .map(|i| (all[i].clone(), predicted[i].clone()))
-        .unzip())
+/// All three metrics' models, and their predictions at one node count made
+/// consistent (EtS = APC × TtS within the intervals, `model::consistency`):
+/// every answer reads its metrics from here, so separate queries for each
+/// metric, node sets and jobs agree.
+pub(super) struct Consistent {
+    models: [Arc<Fitted>; 3],
+    predictions: [Prediction; 3],
+}
+
+impl Consistent {
+    pub(super) async fn at(
+        state: &AppState,
+        app: &AppRow,
+        allowed: f64,
+        nodes: u32,
+        aggregate: AggregateName,
+    ) -> ApiResult<Consistent> {
+        let all = fitted_models(state, app, &Metric::ALL, allowed).await?;
+        let models: [Arc<Fitted>; 3] = std::array::from_fn(|i| all[i].clone());
+        let predictions = consistency::predict(
+            [&models[0].model, &models[1].model, &models[2].model],
+            nodes,
+            aggregate.into(),
+        );
+        Ok(Consistent {
+            models,
+            predictions,
+        })
+    }
+
+    /// `metric`'s prediction (`Metric::ALL` is the order of both arrays).
+    pub(super) fn prediction(&self, metric: Metric) -> &Prediction {
+        let i = Metric::ALL.iter().position(|m| *m == metric).unwrap_or(0);
+        &self.predictions[i]
+    }
+
+    /// The models and predictions of `metrics`, in their order.
+    fn of(&self, metrics: &[Metric]) -> (Vec<Arc<Fitted>>, Vec<Prediction>) {
+        metrics
+            .iter()
+            .filter_map(|m| Metric::ALL.iter().position(|x| x == m))
+            .map(|i| (self.models[i].clone(), self.predictions[i].clone()))
+            .unzip()
+    }
 }
 
 fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
@@ -730,10 +751,11 @@ pub async fn get_predictions(
     let allowed = predict::allowed_rmse(&app, allowed);
     let aggregate = params.aggregate.unwrap_or_default();
     let metrics = metrics_of(params.metric);
-    let (models, mut predicted) =
-        consistent_predictions(&state, &app, &metrics, allowed, nodes, aggregate).await?;
+    let consistent = Consistent::at(&state, &app, allowed, nodes, aggregate).await?;
+    let (models, mut predicted) = consistent.of(&metrics);
+    let tts_s = consistent.prediction(Metric::Tts).value;
     let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
-        node_answers(&state, &app, nodes, &scope, allowed, aggregate).await?
+        node_answers(&state, &app, nodes, &scope, allowed, aggregate, tts_s).await?
     } else {
         (None, None)
     };
@@ -888,6 +910,7 @@ pub(super) async fn node_answers(
     scope: &NodeScope,
     allowed: f64,
     aggregate: AggregateName,
+    tts_s: f64,
 ) -> ApiResult<(Option<ApcBounds>, Option<NodeSet>)> {
     if let Some(list) = &scope.list {
         // The registry as the in-memory load has it (see `cache`).
@@ -943,19 +966,15 @@ pub(super) async fn node_answers(
         Some(list) => {
             let node_powers = powers.of(list);
             let apc = model::bounds::on_nodes(best.value, &node_powers, scale);
-            // The TtS the answer gives, made consistent with EtS and APC.
-            let (_, tts) =
-                consistent_predictions(state, app, &[Metric::Tts], allowed, nodes, aggregate)
-                    .await?;
-            let tts = tts[0].value;
+
             let peaks: Option<Vec<f64>> =
                 list.iter().map(|n| powers.peak_w.get(n).copied()).collect();
             Some(NodeSet {
                 node_list: hostlist::compress(list),
                 nodes,
                 apc_w: apc,
-                ets_j: apc * tts,
-                tts_s: tts,
+                ets_j: apc * tts_s,
+                tts_s,
                 unclassified_count: node_powers.iter().filter(|p| p.is_none()).count(),
                 unclassified: list
                     .iter()
@@ -1135,12 +1154,13 @@ async fn answer(
     let allowed = predict::allowed_rmse(&app, allowed);
     let aggregate = query.aggregate.unwrap_or_default();
     let metrics = metrics_of(query.metric);
-    let (models, mut predicted) =
-        consistent_predictions(state, &app, &metrics, allowed, nodes, aggregate)
-            .await
-            .map_err(ApiError::into_problem)?;
+    let consistent = Consistent::at(state, &app, allowed, nodes, aggregate)
+        .await
+        .map_err(ApiError::into_problem)?;
+    let (models, mut predicted) = consistent.of(&metrics);
+    let tts_s = consistent.prediction(Metric::Tts).value;
     let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
-        node_answers(state, &app, nodes, &scope, allowed, aggregate)
+        node_answers(state, &app, nodes, &scope, allowed, aggregate, tts_s)
             .await
             .map_err(|e| match e {
                 // Name the query's field, not the parameter's.

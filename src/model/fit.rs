@@ -278,7 +278,7 @@ impl History {
         }
     }
 
-    pub fn range(&self) -> (f64, f64) {
+    fn range(&self) -> (f64, f64) {
         (
             f64::from(self.points[0].nodes),
             f64::from(self.points[self.points.len() - 1].nodes),
