@@ -37,7 +37,8 @@ pub enum Family {
     Segmented,
     /// The same segmentations in (ln n, ln y): power-law pieces.
     LogSegmented,
-    /// Straight lines between neighbouring points in (ln n, ln y).
+    /// A monotone cubic through the points in (ln n, ln y) (Fritsch–Carlson):
+    /// exact on a power law, never overshooting between two counts.
     Interpolation,
 }
 
@@ -137,8 +138,9 @@ pub enum Curve {
         ln_a: f64,
         b: f64,
     },
-    /// Through (ln n, ln y) of each point; beyond the ends, the end
-    /// segment's power law (exponent within the theory's).
+    /// Through (ln n, ln y) of each point, a monotone cubic between them;
+    /// beyond the ends, the end segment's power law (exponent within the
+    /// theory's).
     Interpolation {
         x: Vec<f64>,
         y: Vec<f64>,
@@ -209,7 +211,7 @@ impl Curve {
                 format!("{} * n^{}", pmnf::number(ln_a.exp()), pmnf::number(*b))
             }
             Curve::Interpolation { x, .. } => format!(
-                "straight lines in (ln n, ln y) between the {} measured node counts",
+                "monotone cubic (Fritsch-Carlson) in (ln n, ln y) through the {} measured node counts",
                 x.len()
             ),
             Curve::Scaled { n0, y0, exponent } => format!(
@@ -441,16 +443,39 @@ fn interpolate(x: &[f64], y: &[f64], at: f64) -> f64 {
         return y[0];
     }
     let k = x.partition_point(|v| *v < at).clamp(1, m - 1);
-    let slope = (y[k] - y[k - 1]) / (x[k] - x[k - 1]);
+    let secant = |i: usize| (y[i] - y[i - 1]) / (x[i] - x[i - 1]);
     if at < x[0] || at > x[m - 1] {
         let (x0, y0) = if at < x[0] {
             (x[0], y[0])
         } else {
             (x[m - 1], y[m - 1])
         };
-        return y0 + slope.clamp(EXPONENT_RANGE.0, EXPONENT_RANGE.1) * (at - x0);
+        return y0 + secant(k).clamp(EXPONENT_RANGE.0, EXPONENT_RANGE.1) * (at - x0);
     }
-    y[k - 1] + slope * (at - x[k - 1])
+    // Fritsch–Carlson: at each measured count the harmonic mean of the
+    // secants on either side (zero at a local extremum), at the ends the
+    // end secant; the cubic Hermite piece between two counts then stays
+    // within their values.
+    let slope = |i: usize| {
+        let left = if i > 0 { secant(i) } else { secant(1) };
+        let right = if i + 1 < m {
+            secant(i + 1)
+        } else {
+            secant(m - 1)
+        };
+        if left * right <= 0.0 {
+            0.0
+        } else {
+            2.0 / (1.0 / left + 1.0 / right)
+        }
+    };
+    let h = x[k] - x[k - 1];
+    let t = (at - x[k - 1]) / h;
+    let (t2, t3) = (t * t, t * t * t);
+    (2.0 * t3 - 3.0 * t2 + 1.0) * y[k - 1]
+        + (t3 - 2.0 * t2 + t) * h * slope(k - 1)
+        + (-2.0 * t3 + 3.0 * t2) * y[k]
+        + (t3 - t2) * h * slope(k)
 }
 
 #[cfg(test)]
@@ -516,8 +541,29 @@ mod tests {
         );
         let fit = super::fit(Family::Interpolation, &h, &options(Metric::Tts), 2.0).unwrap();
         assert!(fit.rmse_pct < 1e-12 && fit.params == 4);
-        // Between 1 and 4 the power law through both: 800·n^-1.
-        assert!((fit.curve.value(2.0) - 400.0).abs() < 1e-9);
+        // Between two counts, within their values and monotone.
+        let between: Vec<f64> = [1.5, 2.0, 3.0, 3.9]
+            .iter()
+            .map(|&n| fit.curve.value(n))
+            .collect();
+        assert!(between.windows(2).all(|w| w[0] > w[1]), "{between:?}");
+        assert!(
+            between.iter().all(|&v| v < 800.0 && v > 200.0),
+            "{between:?}"
+        );
+        // Flat where the points are: no overshoot between 16 and 64.
+        assert!((fit.curve.value(32.0) - 100.0).abs() < 1e-9);
+        // Exact on a power law, between the counts too.
+        let power = sampled(|n| 800.0 * n.powf(-0.8), &[1, 4, 16, 64]);
+        let fit_power =
+            super::fit(Family::Interpolation, &power, &options(Metric::Tts), 2.0).unwrap();
+        for n in [2.0, 10.0, 50.0] {
+            let v = fit_power.curve.value(n);
+            assert!(
+                (v / (800.0 * f64::powf(n, -0.8)) - 1.0).abs() < 1e-12,
+                "{n}: {v}"
+            );
+        }
         // Beyond 64: flat, as between 16 and 64.
         assert!((fit.curve.value(1000.0) - 100.0).abs() < 1e-9);
         // Below 1 node is never asked; above, slopes steeper than the

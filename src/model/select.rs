@@ -14,6 +14,15 @@
 //! those, a candidate within the allowed %RMSE beats one outside it, then
 //! fewer parameters win (design.md §2's rule), then the better score. So a
 //! model far outside the allowed %RMSE can only win by back-testing better.
+//!
+//! Inside the range, the interpolation through the measured means is the
+//! incumbent: the rule's winner answers there only when it back-tests
+//! clearly better (`INCUMBENT_MARGIN`), or when it fits the history within
+//! the noise of the means (it then smooths that noise, which an
+//! interpolation would pass on). Real strong-scaling curves bend where no
+//! family of few parameters does; a family that merely ties the
+//! interpolation in back-testing then misses the counts between the
+//! measured ones by more than the interpolation does (docs/accuracy.md).
 
 use super::families::{self, Curve, Family, FamilyFit};
 use super::fit::{ErrorSummary, History, Holdout};
@@ -44,6 +53,13 @@ const TIE_FLOOR_PCT: f64 = 1e-6;
 /// …or within this many standard errors of a node count's mean (from the
 /// scatter of repeated runs): a difference the noise alone makes.
 const TIE_STANDARD_ERRORS: f64 = 0.5;
+/// Inside the range, the interpolation answers unless the rule's winner
+/// fits within the noise of the means, or the best score is below the
+/// interpolation's by more than this fraction of it (or by more than the
+/// tie tolerance, if that is larger). On 1,077 held-out counts of real
+/// ARCHER2 collective latencies a margin of 0.4 gives a median error of
+/// 4.3 % against the plain rule's 4.8 % and log-log neighbours' 4.5 %.
+const INCUMBENT_MARGIN: f64 = 0.4;
 
 /// Where a query falls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,20 +113,26 @@ impl Selection {
 pub struct Noise {
     /// The allowed %RMSE applied, to the whole history and to every refit.
     pub allowed_pct: f64,
-    /// Scores closer than this to the best are tied (percentage points).
-    pub tie_pct: f64,
+    /// The standard error of a node count's mean, in % of it, from the
+    /// scatter of repeated runs (0 without any).
+    pub mean_error_pct: f64,
 }
 
 impl Noise {
     pub fn of(history: &History, allowed_pct: f64) -> Noise {
-        let tie_pct = history.replicate_noise().map_or(0.0, |noise| {
+        let mean_error_pct = history.replicate_noise().map_or(0.0, |noise| {
             let runs_per_point = history.runs.max(1) as f64 / history.points.len().max(1) as f64;
-            100.0 * TIE_STANDARD_ERRORS * noise / runs_per_point.max(1.0).sqrt()
+            100.0 * noise / runs_per_point.max(1.0).sqrt()
         });
         Noise {
             allowed_pct,
-            tie_pct,
+            mean_error_pct,
         }
+    }
+
+    /// Scores closer than this to the best are tied (percentage points).
+    fn tie_pct(&self) -> f64 {
+        TIE_STANDARD_ERRORS * self.mean_error_pct
     }
 }
 
@@ -176,7 +198,7 @@ pub fn select(history: &History, options: &FitOptions, noise: Noise) -> Selectio
     if candidates.is_empty() {
         return alone(scaled());
     }
-    let winners = [Regime::Inside, Regime::Beyond].map(|r| winner(&candidates, r, noise.tie_pct));
+    let winners = [Regime::Inside, Regime::Beyond].map(|r| winner(&candidates, r, noise));
     Selection {
         candidates,
         winners,
@@ -219,24 +241,49 @@ fn alone(candidate: Candidate) -> Selection {
     }
 }
 
-/// The candidate answering `regime`: among those with the best score or
-/// within the tie tolerance of it, the one within the allowed %RMSE, with
-/// the fewest parameters, the best score, the simplest family (`Family`'s
-/// order), in that order (when nothing could be back-tested, every
-/// candidate is tied).
-fn winner(candidates: &[Candidate], regime: Regime, noise_pct: f64) -> usize {
+/// The candidate answering `regime`: the rule's winner (`by_rule`), except
+/// where the interpolation stays the incumbent inside the range.
+fn winner(candidates: &[Candidate], regime: Regime, noise: Noise) -> usize {
+    let ruled = by_rule(candidates, regime, noise);
+    if regime == Regime::Beyond
+        || candidates[ruled].rmse_pct <= noise.mean_error_pct.max(TIE_FLOOR_PCT)
+    {
+        return ruled;
+    }
     let r = regime as usize;
-    let Some(best) = candidates
+    let (best, tolerance) = tie(candidates, regime, noise);
+    if !best.is_finite() {
+        return ruled;
+    }
+    let margin = tolerance.max(INCUMBENT_MARGIN * best);
+    candidates
+        .iter()
+        .position(|c| c.family == Family::Interpolation && c.score[r] <= best + margin)
+        .unwrap_or(ruled)
+}
+
+/// The best score of `regime` and the tolerance within which others tie it.
+fn tie(candidates: &[Candidate], regime: Regime, noise: Noise) -> (f64, f64) {
+    let r = regime as usize;
+    candidates
         .iter()
         .min_by(|a, b| a.score[r].total_cmp(&b.score[r]))
-    else {
-        return 0;
-    };
-    let tolerance = (TIE_FRACTION * best.score[r])
-        .max(noise_pct)
-        .max(best.score_error[r])
-        .max(TIE_FLOOR_PCT);
-    let best = best.score[r];
+        .map_or((f64::INFINITY, 0.0), |best| {
+            let tolerance = (TIE_FRACTION * best.score[r])
+                .max(noise.tie_pct())
+                .max(best.score_error[r])
+                .max(TIE_FLOOR_PCT);
+            (best.score[r], tolerance)
+        })
+}
+
+/// Among the candidates with the best score of `regime` or within the tie
+/// tolerance of it, the one within the allowed %RMSE, with the fewest
+/// parameters, the best score, the simplest family (`Family`'s order), in
+/// that order (when nothing could be back-tested, every candidate is tied).
+fn by_rule(candidates: &[Candidate], regime: Regime, noise: Noise) -> usize {
+    let r = regime as usize;
+    let (best, tolerance) = tie(candidates, regime, noise);
     let tied = |c: &Candidate| !best.is_finite() || c.score[r] <= best + tolerance;
     candidates
         .iter()
@@ -470,8 +517,10 @@ mod tests {
             })]
 
             /// Whatever the history, the winner of each regime back-tests
-            /// within the tie tolerance of the best candidate: a candidate
-            /// that back-tests clearly better is never passed over.
+            /// within the tie tolerance of the best candidate (inside the
+            /// range, the interpolation within the incumbent's margin): a
+            /// candidate that back-tests clearly better is never passed
+            /// over.
             #[test]
             fn the_winner_is_within_noise_of_the_best_backtest(
                 t1 in 10.0f64..1e5,
@@ -501,10 +550,13 @@ mod tests {
                         .iter()
                         .min_by(|a, b| a.score[r].total_cmp(&b.score[r]))
                         .unwrap();
-                    let tolerance = (TIE_FRACTION * best.score[r])
+                    let mut tolerance = (TIE_FRACTION * best.score[r])
                         .max(best.score_error[r])
                         .max(TIE_FLOOR_PCT);
                     let winner = selection.winner(regime);
+                    if regime == Regime::Inside && winner.family == Family::Interpolation {
+                        tolerance = tolerance.max(INCUMBENT_MARGIN * best.score[r]);
+                    }
                     prop_assert!(
                         winner.score[r] <= best.score[r] + tolerance + 1e-12,
                         "{regime:?}: {} won with {} against {} at {}",
