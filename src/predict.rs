@@ -218,6 +218,22 @@ impl Models {
             .cloned()
     }
 
+    /// The models of all three metrics of `app` when all are fitted already,
+    /// found under one lock of each map: the path of a warm prediction.
+    pub fn warm(&self, app: &AppRow, allowed_rmse_pct: f64) -> Option<[Arc<Fitted>; 3]> {
+        let entry = self.entry(app);
+        let fits = entry.fits.lock().unwrap_or_else(|e| e.into_inner());
+        let fitted = |metric| {
+            let key = (FitKind::Metric(metric), allowed_rmse_pct.to_bits());
+            fits.get(&key)?.get().cloned()
+        };
+        Some([
+            fitted(Metric::ALL[0])?,
+            fitted(Metric::ALL[1])?,
+            fitted(Metric::ALL[2])?,
+        ])
+    }
+
     /// The model of `metric` for `app` as it is now.
     pub async fn model(
         &self,

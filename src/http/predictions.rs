@@ -395,9 +395,9 @@ fn source_name(source: Source) -> &'static str {
 
 fn errors(e: &model::ErrorSummary) -> Errors {
     Errors {
-        median_pct: e.median_pct,
-        mean_pct: e.mean_pct,
-        max_pct: e.max_pct,
+        median_pct: pct(e.median_pct),
+        mean_pct: pct(e.mean_pct),
+        max_pct: pct(e.max_pct),
         points: e.points,
     }
 }
@@ -445,7 +445,7 @@ fn curve_info(c: &Candidate) -> CurveInfo {
         case,
         segments,
         params: c.params,
-        rmse_pct: c.rmse_pct,
+        rmse_pct: pct(c.rmse_pct),
         within_allowed: c.within_allowed,
     }
 }
@@ -481,7 +481,7 @@ fn history_summary(model: &Model) -> HistorySummary {
         node_counts: points.len(),
         nodes_min: points.first().map_or(0, |p| p.nodes),
         nodes_max: points.last().map_or(0, |p| p.nodes),
-        replicate_noise_pct: model.history.replicate_noise().map(|n| 100.0 * n),
+        replicate_noise_pct: model.history.replicate_noise().map(|n| pct(100.0 * n)),
     }
 }
 
@@ -489,11 +489,22 @@ fn history_summary(model: &Model) -> HistorySummary {
 fn backtest_error(model: &Model, nodes: u32, p: &Prediction) -> Option<f64> {
     let regime = model.regime(nodes);
     p.family
-        .and_then(|_| finite(model.selection.winner(regime).score[regime as usize]))
+        .and_then(|_| finite_pct(model.selection.winner(regime).score[regime as usize]))
 }
 
 fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some(x)
+}
+
+/// A percentage as answers give it: to 0.0001 percentage points. The
+/// back-tests are not known more closely, and 17 digits each made up a
+/// fifth of a prediction's answer.
+fn pct(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+fn finite_pct(x: f64) -> Option<f64> {
+    finite(x).map(pct)
 }
 
 fn backtest_info(model: &Model) -> BacktestInfo {
@@ -515,8 +526,8 @@ fn backtest_info(model: &Model) -> BacktestInfo {
                 RunnerUp {
                     family: c.family.as_str().into(),
                     params: c.params,
-                    score_inside_pct: finite(c.score[0]),
-                    score_beyond_pct: finite(c.score[1]),
+                    score_inside_pct: finite_pct(c.score[0]),
+                    score_beyond_pct: finite_pct(c.score[1]),
                 }
             })
             .collect(),
@@ -552,12 +563,12 @@ fn candidates_info(model: &Model) -> Vec<CandidateInfo> {
                 family: c.family.as_str().into(),
                 formula: c.curve.formula(),
                 params: c.params,
-                rmse_pct: c.rmse_pct,
+                rmse_pct: pct(c.rmse_pct),
                 within_allowed: c.within_allowed,
                 leave_one_out: c.leave_one_out.as_ref().map(errors),
                 forward: c.forward.as_ref().map(holdout_info),
-                score_inside_pct: finite(c.score[0]),
-                score_beyond_pct: finite(c.score[1]),
+                score_inside_pct: finite_pct(c.score[0]),
+                score_beyond_pct: finite_pct(c.score[1]),
                 chosen_for,
             }
         })
@@ -672,8 +683,13 @@ impl Consistent {
         nodes: u32,
         aggregate: AggregateName,
     ) -> ApiResult<Consistent> {
-        let all = fitted_models(state, app, &Metric::ALL, allowed).await?;
-        let models: [Arc<Fitted>; 3] = std::array::from_fn(|i| all[i].clone());
+        let models = match state.models.warm(app, allowed) {
+            Some(models) => models,
+            None => {
+                let all = fitted_models(state, app, &Metric::ALL, allowed).await?;
+                std::array::from_fn(|i| all[i].clone())
+            }
+        };
         let predictions = consistency::predict(
             [&models[0].model, &models[1].model, &models[2].model],
             nodes,
