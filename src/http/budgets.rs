@@ -70,10 +70,35 @@ pub struct Budget {
     /// limit − consumed − committed, J (negative: overdrawn).
     pub remaining_j: f64,
     /// When the remaining energy runs out at the period's average burn rate
-    /// so far; `null` when nothing was consumed yet or nothing remains.
+    /// so far; `null` when nothing was consumed yet, nothing remains, or it
+    /// would last more than 100 years at that rate.
     pub runs_out_at: Option<DateTime<Utc>>,
     /// Whether that is before the period ends.
     pub runs_out_within_period: bool,
+}
+
+/// Further than this, a run-out date says nothing a scheduler or an
+/// administrator can act on (and past the year 9999 it is no RFC 3339 date).
+const RUN_OUT_HORIZON_S: f64 = 100.0 * 365.25 * 86_400.0;
+
+/// When `remaining_j` runs out at the rate of `consumed_j` per `elapsed_s`,
+/// from `now`; `None` without a rate, without anything remaining, or beyond
+/// the horizon.
+fn run_out(
+    now: DateTime<Utc>,
+    remaining_j: f64,
+    consumed_j: f64,
+    elapsed_s: f64,
+) -> Option<DateTime<Utc>> {
+    let positive = |x: f64| x > 0.0;
+    if !(positive(consumed_j) && positive(remaining_j) && positive(elapsed_s)) {
+        return None;
+    }
+    let seconds = remaining_j / (consumed_j / elapsed_s);
+    if seconds.is_nan() || seconds > RUN_OUT_HORIZON_S {
+        return None;
+    }
+    now.checked_add_signed(Duration::milliseconds((seconds * 1000.0) as i64))
 }
 
 /// The bounds of the period of `budget` containing `now`.
@@ -225,10 +250,7 @@ pub(super) async fn standing(
     }
     let remaining_j = row.limit_j - consumed_j - committed_j;
     let elapsed_s = (now.min(end) - start).as_seconds_f64();
-    let runs_out_at = (consumed_j > 0.0 && remaining_j > 0.0 && elapsed_s > 0.0)
-        .then(|| remaining_j / (consumed_j / elapsed_s))
-        .and_then(|seconds| Duration::try_milliseconds((seconds * 1000.0) as i64))
-        .map(|d| now + d);
+    let runs_out_at = run_out(now, remaining_j, consumed_j, elapsed_s);
     Ok(Budget {
         account: row.account,
         limit_j: row.limit_j,
@@ -252,6 +274,38 @@ pub(super) async fn standing(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_out_date_is_a_date_or_nothing_whatever_the_rate() {
+        let now = Utc::now();
+        // 10 J left at 1 J/s: 10 s.
+        assert_eq!(
+            run_out(now, 10.0, 5.0, 5.0),
+            Some(now + Duration::seconds(10))
+        );
+        // A first joule of a 1 TJ budget, or a rate too small to register:
+        // millions of years, or an overflow; no date.
+        for (remaining, consumed, elapsed) in [
+            (1e12, 1.0, 1.0),
+            (1e12, 1.0, 3e6),
+            (f64::MAX, 1e-300, 1.0),
+            (1e12, f64::MIN_POSITIVE, 1.0),
+        ] {
+            assert_eq!(run_out(now, remaining, consumed, elapsed), None);
+        }
+        // Nothing consumed, nothing left, no time elapsed, or NaN: no date.
+        for (remaining, consumed, elapsed) in [
+            (10.0, 0.0, 5.0),
+            (-1.0, 5.0, 5.0),
+            (10.0, 5.0, 0.0),
+            (f64::NAN, 5.0, 5.0),
+        ] {
+            assert_eq!(run_out(now, remaining, consumed, elapsed), None);
+        }
+        // Just within the horizon: a date, in RFC 3339.
+        let date = run_out(now, RUN_OUT_HORIZON_S - 1.0, 1.0, 1.0).unwrap();
+        assert!(date.to_rfc3339().starts_with('2'), "{date}");
+    }
 
     fn budget(period: &str) -> BudgetRow {
         BudgetRow {

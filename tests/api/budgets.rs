@@ -114,3 +114,52 @@ async fn bad_budgets_are_refused_naming_the_field() {
     .await
     .assert_problem(StatusCode::FORBIDDEN);
 }
+
+/// The first small run of a large budget's period (issue 13, finding 1):
+/// at that rate the budget lasts millions of years. Budget, admission and
+/// job starts answer, with no run-out date rather than an overflow (500) or
+/// a date past the year 9999.
+#[tokio::test]
+async fn a_first_small_run_of_a_large_budget_answers_without_a_run_out_date() {
+    let app = TestApp::new().await;
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    let reply = app
+        .put(
+            "/v1/budgets/proj",
+            &app.admin,
+            &json!({"limit_j": 1e12, "period": "month"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    spent(&app, "first", 1.0, 0).await;
+
+    let b = app.get("/v1/budgets/proj", &app.read).await;
+    assert_eq!(b.status, StatusCode::OK, "{:#}", b.body);
+    assert_eq!(b.body["consumed_j"], 1.0);
+    assert_eq!(
+        b.body["runs_out_at"],
+        serde_json::Value::Null,
+        "{:#}",
+        b.body
+    );
+    assert_eq!(b.body["runs_out_within_period"], false);
+
+    let admission = app
+        .post(
+            "/v1/admission",
+            &app.schedule,
+            &json!({"app": "lin", "nodes": 2, "account": "proj"}),
+        )
+        .await;
+    assert_eq!(admission.status, StatusCode::OK, "{:#}", admission.body);
+    let job = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "s", "job_id": "j", "app": "lin", "nodes": 2, "account": "proj"}),
+        )
+        .await;
+    assert_eq!(job.status, StatusCode::CREATED, "{:#}", job.body);
+}
