@@ -123,8 +123,11 @@ pub struct ExpectationInfo {
 /// A scaling model with its predictions.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ScalingModel {
-    /// The Extra-P series' region and metric (`null` for plain points).
+    /// The Extra-P series' region and metric (absent for plain points, and
+    /// so for an application's model, whose `metric` is its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric: Option<String>,
     /// Distinct p values.
     pub points: usize,

@@ -260,3 +260,65 @@ async fn a_request_over_the_time_limit_is_a_503_problem() {
         "ready again once the lock is gone"
     );
 }
+
+/// Every type documented in the OpenAPI spec has its own schema name:
+/// utoipa keys schemas by the type's bare name, so two types of the same
+/// name (in different modules) silently share one schema, and one of them
+/// is documented wrongly (issue 13: two `ModelInfo`s).
+#[test]
+fn no_two_documented_types_share_a_schema_name() {
+    fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    sources(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    let mut seen: std::collections::BTreeMap<String, String> = Default::default();
+    let mut duplicates = Vec::new();
+    let mut documented = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let mut derives_schema = false;
+        let mut renamed: Option<String> = None;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with("#[derive(") && line.contains("ToSchema") {
+                derives_schema = true;
+            } else if let Some(rest) = line.strip_prefix("#[schema(as = ") {
+                renamed = rest.split([')', ',']).next().map(|s| s.trim().to_owned());
+            } else if derives_schema && !line.starts_with("#[") && !line.starts_with("//") {
+                let item = line
+                    .trim_start_matches("pub(crate) ")
+                    .trim_start_matches("pub(super) ")
+                    .trim_start_matches("pub ");
+                if let Some(rest) = item
+                    .strip_prefix("struct ")
+                    .or_else(|| item.strip_prefix("enum "))
+                {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    let name = renamed.take().unwrap_or(name);
+                    let here = file.display().to_string();
+                    documented += 1;
+                    if let Some(first) = seen.insert(name.clone(), here.clone()) {
+                        duplicates.push(format!("{name}: {first} and {here}"));
+                    }
+                }
+                derives_schema = false;
+                renamed = None;
+            }
+        }
+    }
+    assert!(documented > 50, "found only {documented} documented types");
+    assert!(duplicates.is_empty(), "{duplicates:#?}");
+}

@@ -252,6 +252,9 @@ async fn the_scaling_model_of_stored_runs_follows_strong_scaling() {
         (Some("cfd"), Some("s"))
     );
     assert_eq!(body["runs"], 6);
+    // Once, and the application's (issue 13: the search's `metric`, null,
+    // was written after it in the same object).
+    assert_eq!(body["metric"], "tts", "{body:#}");
     assert_eq!(body["model"]["terms"][0]["exponent"], "-1", "{body:#}");
     assert!(close(&body["model"]["constant"], 5.0, 1e-6), "{body:#}");
     assert!(close(
