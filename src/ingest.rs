@@ -17,8 +17,7 @@ use crate::validate::{self, Errors, FieldError};
 
 /// EtS, APC × TtS and start/end times may disagree by at most this fraction.
 pub const CONSISTENCY_TOLERANCE: f64 = 0.05;
-/// Average power per node above this is taken for a unit mistake (mW for W).
-pub const MAX_POWER_PER_NODE_W: f64 = 100_000.0;
+use crate::validate::MAX_POWER_PER_NODE_W;
 /// Ten years: a longer run is taken for a unit mistake (ms sent as s).
 pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
 /// At most this far in the future (clock skew between systems).

@@ -195,9 +195,41 @@ pub fn positive(value: f64) -> Result<(), String> {
     }
 }
 
+/// The most a single node is believed to draw, W: ten times today's
+/// densest GPU nodes. More is a unit error, and squares of such values in
+/// the statistics would overflow.
+pub const MAX_POWER_PER_NODE_W: f64 = 100_000.0;
+
+/// One node's power: finite, positive, at most `MAX_POWER_PER_NODE_W`.
+pub fn node_power(watts: f64) -> Result<(), String> {
+    positive(watts)?;
+    if watts > MAX_POWER_PER_NODE_W {
+        return Err(format!(
+            "{watts} W is implausible for one node (limit {MAX_POWER_PER_NODE_W} W); is the unit watts?"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_powers() {
+        assert!(node_power(350.0).is_ok());
+        assert!(node_power(MAX_POWER_PER_NODE_W).is_ok());
+        for bad in [
+            0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            1e200,
+            MAX_POWER_PER_NODE_W * 1.01,
+        ] {
+            assert!(node_power(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn identifiers() {

@@ -294,12 +294,15 @@ pub async fn start_job(
     Ok((status, axum::Json(job)).into_response())
 }
 
-/// A job start refused by admission: 409, with the decision.
+/// A job start refused: 409. `admission` is the decision when the job did
+/// not fit under a cap or its budget; it is absent when the job is already
+/// a finished run (then `errors` names `job_id`).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Refusal {
     #[serde(flatten)]
     pub problem: Problem,
-    pub admission: Admission,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
 }
 
 fn refused(job_id: &str, admission: Admission) -> Response {
@@ -331,7 +334,10 @@ fn refused(job_id: &str, admission: Admission) -> Response {
     .into_problem();
     let mut response = (
         StatusCode::CONFLICT,
-        axum::Json(Refusal { problem, admission }),
+        axum::Json(Refusal {
+            problem,
+            admission: Some(admission),
+        }),
     )
         .into_response();
     response

@@ -120,7 +120,7 @@ pub async fn put_node(
         ("peak_power_w", input.peak_power_w),
     ] {
         if let Some(watts) = value {
-            errors.check(field, validate::positive(watts));
+            errors.check(field, validate::node_power(watts));
         }
     }
     if let (Some(idle), Some(peak)) = (input.idle_power_w, input.peak_power_w)
@@ -291,7 +291,7 @@ fn validate_sample(input: SampleInput, now: DateTime<Utc>) -> Result<NewSample, 
         "workload",
         validate::identifier(&input.workload, validate::TAG_MAX),
     );
-    errors.check("avg_power_w", validate::positive(input.avg_power_w));
+    errors.check("avg_power_w", validate::node_power(input.avg_power_w));
     errors.check("measured_at", validate::time_in_range(input.measured_at));
     if input.measured_at > now + chrono::Duration::minutes(5) {
         errors.add("measured_at", "is in the future");

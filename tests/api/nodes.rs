@@ -158,6 +158,29 @@ async fn samples_are_stored_once_and_bad_ones_are_named() {
         .post("/v1/nodes/samples", &app.ingest, &json!({"samples": []}))
         .await;
     reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "samples");
+
+    // 1e200 W is a unit error, and its square would overflow the node's
+    // statistics (issue 13: null where numbers are required).
+    let body = post_samples(&app, vec![sample("cn01", 1e200, 3)]).await;
+    assert_eq!(body["items"][0]["status"], "rejected", "{body:#}");
+    assert_eq!(
+        body["items"][0]["errors"][0]["field"],
+        "samples[0].avg_power_w"
+    );
+    let reply = app
+        .put(
+            "/v1/nodes/cn01",
+            &app.admin,
+            &json!({"partition": "batch", "hardware_model": "XC-2", "peak_power_w": 1e200}),
+        )
+        .await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "peak_power_w");
+    let classes = app
+        .get("/v1/nodes/classification?workload=stress", &app.read)
+        .await;
+    assert_eq!(classes.status, StatusCode::OK, "{:#}", classes.body);
+    let text = classes.body.to_string();
+    assert!(!text.contains("_w\":null"), "{text}");
     app.post("/v1/nodes/samples", &app.read, &json!({"samples": [first]}))
         .await
         .assert_problem(StatusCode::FORBIDDEN);
