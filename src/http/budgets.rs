@@ -178,6 +178,9 @@ pub async fn put_budget(
         }
     };
     let window = errors.into_result(window).map_err(ApiError::Invalid)?;
+    // The load first: reading it may take a pooled connection, which must
+    // not wait while this request holds another.
+    let load = super::power::current_load(&state).await?;
     let mut conn = state.pool.acquire().await?;
     let (row, created) = store::budgets::upsert(
         &mut *conn,
@@ -192,7 +195,6 @@ pub async fn put_budget(
     } else {
         StatusCode::OK
     };
-    let load = super::power::current_load(&state).await?;
     Ok((
         status,
         axum::Json(standing(&mut conn, &load, row, Utc::now()).await?),
@@ -207,6 +209,7 @@ pub async fn put_budget(
         (status = 200, description = "The budget and where the account stands", body = Budget),
         (status = 400, description = "Bad account", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No budget for the account", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -216,11 +219,12 @@ pub async fn get_budget(
     Path(account): Path<String>,
 ) -> ApiResult<axum::Json<Budget>> {
     check_account(&account)?;
+    // The load before the connection, as in `put_budget`.
+    let load = super::power::current_load(&state).await?;
     let mut conn = state.pool.acquire().await?;
     let row = store::budgets::get(&mut *conn, &account)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no budget for account `{account}`")))?;
-    let load = super::power::current_load(&state).await?;
     Ok(axum::Json(
         standing(&mut conn, &load, row, Utc::now()).await?,
     ))

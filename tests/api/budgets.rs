@@ -163,3 +163,36 @@ async fn a_first_small_run_of_a_large_budget_answers_without_a_run_out_date() {
         .await;
     assert_eq!(job.status, StatusCode::CREATED, "{:#}", job.body);
 }
+
+/// Budget reads while the power load is not cached (issue 13, finding 5):
+/// each read used to hold a pooled connection while it waited for a second
+/// one to read the load, so as many reads as the pool has connections
+/// waited on each other until the pool's time-out. With the load read
+/// first, 16 at once (twice the test pool) all answer.
+#[tokio::test]
+async fn concurrent_budget_reads_with_a_cold_load_do_not_exhaust_the_pool() {
+    let settings = joulecast::http::Settings {
+        // Nothing is cached: every read reads the load.
+        cache_ttl: std::time::Duration::ZERO,
+        ..Default::default()
+    };
+    let app = TestApp::with_settings(settings).await;
+    let reply = app
+        .put(
+            "/v1/budgets/proj",
+            &app.admin,
+            &json!({"limit_j": 1e9, "period": "month"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let reads = (0..16).map(|_| app.get("/v1/budgets/proj", &app.read));
+    let replies = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        futures_util::future::join_all(reads),
+    )
+    .await
+    .expect("16 budget reads within 10 s");
+    for reply in replies {
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    }
+}
