@@ -166,6 +166,7 @@ pub async fn put_app(
     responses(
         (status = 200, description = "The application", body = App),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "Bad path or query parameter, or malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
@@ -222,6 +223,7 @@ pub struct AppPage {
         (status = 200, description = "One page of applications", body = AppPage),
         (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list_apps(
@@ -289,6 +291,7 @@ pub struct RunPage {
         (status = 200, description = "One page of runs", body = RunPage),
         (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -141,6 +141,7 @@ pub async fn put_cap(
         (status = 200, description = "The cap", body = PowerCap),
         (status = 400, description = "Bad name", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such cap", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -229,6 +230,7 @@ pub struct PowerCaps {
         (status = 200, description = "The caps", body = PowerCaps),
         (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list_caps(

@@ -302,6 +302,7 @@ fn check_region(region: Option<&str>) -> ApiResult<()> {
         (status = 200, description = "The measurements, by region and process count", body = MeasurementList),
         (status = 400, description = "Bad tag or region", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -471,6 +472,7 @@ fn targets_of(text: Option<&str>) -> ApiResult<Option<Vec<u64>>> {
         (status = 200, description = "The extrapolation, per region", body = Scalability),
         (status = 400, description = "Bad targets or region", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application, or no such region", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No efficiency measurements yet", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),

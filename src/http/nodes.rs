@@ -158,6 +158,7 @@ pub async fn put_node(
         (status = 200, description = "The node", body = Node),
         (status = 400, description = "Bad node name", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown node", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -202,6 +203,7 @@ pub struct NodePage {
         (status = 200, description = "One page of nodes", body = NodePage),
         (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list_nodes(
@@ -513,6 +515,7 @@ pub struct Classification {
         (status = 200, description = "The classification", body = Classification),
         (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No samples of this workload (in this partition)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]

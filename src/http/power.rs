@@ -79,6 +79,7 @@ pub struct Headroom {
         (status = 200, description = "Cap, draw and headroom", body = Headroom),
         (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn headroom(

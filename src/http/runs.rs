@@ -461,6 +461,7 @@ pub struct RunParams {
     responses(
         (status = 200, description = "The run", body = Run),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "Bad path or query parameter", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),

@@ -8,6 +8,7 @@ mod batch;
 mod budgets;
 mod capacity;
 mod caps;
+mod contract;
 mod embedded;
 mod hygiene;
 mod imports;
