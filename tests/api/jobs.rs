@@ -169,3 +169,61 @@ async fn jobs_far_past_their_predicted_time_are_stale_and_bad_input_is_named() {
         1
     );
 }
+
+/// NaN passed the jobs' `> 0` checks, since PostgreSQL orders NaN above
+/// every number (issue 13); neither it nor Infinity is stored now.
+#[tokio::test]
+async fn the_jobs_table_refuses_nan_and_infinity() {
+    let app = TestApp::new().await;
+    let app_id: i64 =
+        sqlx::query_scalar("INSERT INTO applications (tag) VALUES ('x') RETURNING id")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    let insert = |column: &'static str, value: f64| {
+        let pool = app.pool.clone();
+        async move {
+            let mut values = [
+                ("predicted_apc_w", 1.0),
+                ("predicted_ets_j", 1.0),
+                ("predicted_tts_s", 1.0),
+                ("reserved_w", 1.0),
+                ("time_limit_s", 1.0),
+            ];
+            for v in values.iter_mut().filter(|v| v.0 == column) {
+                v.1 = value;
+            }
+            sqlx::query(
+                "INSERT INTO jobs (source, job_id, app_id, nodes, started_at, reserved_basis,
+                                   predicted_apc_w, predicted_ets_j, predicted_tts_s, reserved_w, time_limit_s)
+                 VALUES ('s', $1, $2, 1, now(), 'prediction', $3, $4, $5, $6, $7)",
+            )
+            .bind(format!("{column}-{value}"))
+            .bind(app_id)
+            .bind(values[0].1)
+            .bind(values[1].1)
+            .bind(values[2].1)
+            .bind(values[3].1)
+            .bind(values[4].1)
+            .execute(&pool)
+            .await
+        }
+    };
+    insert("reserved_w", 1.0)
+        .await
+        .expect("a finite job is stored");
+    for column in [
+        "predicted_apc_w",
+        "predicted_ets_j",
+        "predicted_tts_s",
+        "reserved_w",
+        "time_limit_s",
+    ] {
+        for value in [f64::NAN, f64::INFINITY] {
+            assert!(
+                insert(column, value).await.is_err(),
+                "{column} = {value} was stored"
+            );
+        }
+    }
+}
