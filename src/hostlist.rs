@@ -32,6 +32,14 @@ impl HostlistError {
     }
 }
 
+/// How many names `list` expands to, without building them (saturating);
+/// the error of a list that cannot be parsed.
+pub fn count(list: &str) -> Result<u64, HostlistError> {
+    Ok(parse(list)?
+        .iter()
+        .fold(0u64, |total, entry| total.saturating_add(entry.count())))
+}
+
 /// Expand a hostlist into node names, in the order written.
 ///
 /// Entries are separated by commas outside brackets and trimmed of

@@ -195,6 +195,35 @@ pub fn positive(value: f64) -> Result<(), String> {
     }
 }
 
+/// Node names one request may name in all its node lists together (each
+/// list is also held to `hostlist::MAX_HOSTS`): the work and memory of
+/// expanding and checking them stay bounded, whatever the batch.
+pub const MAX_NODE_NAMES_PER_REQUEST: u64 = 200_000;
+
+/// Check the node lists of a batch's items (JSON objects with an optional
+/// `node_list`: names, or a hostlist string) against
+/// `MAX_NODE_NAMES_PER_REQUEST`, before any of them is expanded. Lists that
+/// do not parse count for nothing here: their item is rejected later.
+pub fn node_names_within_budget<'a>(
+    items: impl IntoIterator<Item = &'a serde_json::Value>,
+) -> Result<(), String> {
+    let mut total: u64 = 0;
+    for item in items {
+        total = total.saturating_add(match item.get("node_list") {
+            Some(serde_json::Value::String(list)) => crate::hostlist::count(list).unwrap_or(0),
+            Some(serde_json::Value::Array(names)) => names.len() as u64,
+            _ => 0,
+        });
+    }
+    if total > MAX_NODE_NAMES_PER_REQUEST {
+        return Err(format!(
+            "the node lists name {total} nodes in all; at most \
+             {MAX_NODE_NAMES_PER_REQUEST} per request (split the batch)"
+        ));
+    }
+    Ok(())
+}
+
 /// The most a single node is believed to draw, W: ten times today's
 /// densest GPU nodes. More is a unit error, and squares of such values in
 /// the statistics would overflow.
@@ -214,6 +243,24 @@ pub fn node_power(watts: f64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_name_budgets() {
+        use serde_json::json;
+        let list = |n: u64| json!({"node_list": format!("n[1-{n}]")});
+        let within = [
+            list(100_000),
+            list(100_000),
+            json!({"node_list": ["a", "b"]}),
+        ];
+        assert!(node_names_within_budget(&within[..2]).is_ok());
+        assert!(node_names_within_budget(&within).is_err());
+        let error = node_names_within_budget(&[list(100_000), list(100_001)]).unwrap_err();
+        assert!(error.contains("200001"), "{error}");
+        // Unparseable lists and items without one count for nothing.
+        let odd = [json!({"node_list": "n[1-"}), json!({}), json!(3)];
+        assert!(node_names_within_budget(&odd).is_ok());
+    }
 
     #[test]
     fn node_powers() {

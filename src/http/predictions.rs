@@ -1088,7 +1088,7 @@ pub struct BatchAnswers {
         (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "No queries, too many, or a bad allowed_rmse_pct", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No queries, too many, node lists naming more than 200,000 nodes in all, or a bad allowed_rmse_pct", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn post_predictions(
@@ -1103,6 +1103,8 @@ pub async fn post_predictions(
             format!("must hold 1 to {MAX_BATCH_QUERIES} queries (got {count})"),
         ));
     }
+    validate::node_names_within_budget(&batch.queries)
+        .map_err(|e| ApiError::invalid("queries", e))?;
     let allowed = check_allowed("allowed_rmse_pct", batch.allowed_rmse_pct)
         .map_err(|e| ApiError::Invalid(vec![e]))?;
     let mut apps: HashMap<String, Result<Arc<AppRow>, Problem>> = HashMap::new();

@@ -13,7 +13,7 @@ use super::error::{ApiError, ApiResult, Problem, ProblemField};
 use super::extract::{Json, Path, Query, from_json_value};
 use crate::ingest::{self, NodeListDraft, Outcome, RunDraft};
 use crate::store::{self, runs::RunRow};
-use crate::validate::FieldError;
+use crate::validate::{self, FieldError};
 
 /// A node list: names, or one string in Slurm hostlist syntax.
 #[derive(ToSchema)]
@@ -346,7 +346,7 @@ pub struct BatchResult {
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Empty or oversized batch, or an atomic batch with a rejected run (nothing stored)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Empty or oversized batch, node lists naming more than 200,000 nodes in all, or an atomic batch with a rejected run (nothing stored)", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -368,6 +368,7 @@ pub async fn create_batch(
             ),
         ));
     }
+    validate::node_names_within_budget(&input.runs).map_err(|e| ApiError::invalid("runs", e))?;
     let now = Utc::now();
     let items: Vec<_> = input
         .runs
