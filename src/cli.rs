@@ -94,6 +94,7 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
             cache_ttl: Duration::from_secs(args.cache_ttl_s),
             node_window: Duration::from_secs(u64::from(args.node_window_days) * 86_400),
             reference_workload: args.reference_workload.clone(),
+            heavy_permits: usize::from(args.heavy_permits),
         },
     );
     let notifications = tokio::spawn(crate::cache::listen(db.pool.clone(), state.caches.clone()));

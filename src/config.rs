@@ -277,6 +277,17 @@ pub struct ServeArgs {
     )]
     pub reference_workload: String,
 
+    /// Heavy computations (model searches, scaling rules, efficiency
+    /// scalability, run-batch validation) that may run at once; more are
+    /// refused with 429 and Retry-After.
+    #[arg(
+        long,
+        env = "JOULECAST_HEAVY_PERMITS",
+        default_value_t = Settings::DEFAULT_HEAVY_PERMITS,
+        value_parser = clap::value_parser!(u16).range(1..=1024)
+    )]
+    pub heavy_permits: u16,
+
     /// Do not apply migrations at start-up (apply them with `joulecast migrate`).
     #[arg(long, env = "JOULECAST_NO_MIGRATE", value_parser = BoolishValueParser::new())]
     pub no_migrate: bool,

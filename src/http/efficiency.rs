@@ -475,6 +475,7 @@ fn targets_of(text: Option<&str>) -> ApiResult<Option<Vec<u64>>> {
         (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application, or no such region", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No efficiency measurements yet", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many heavy requests under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get_scalability(
@@ -498,9 +499,9 @@ pub async fn get_scalability(
             ),
         });
     }
-    let regions = tokio::task::spawn_blocking(move || scalability(&rows, targets.as_deref()))
-        .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("scalability task: {e}")))?;
+    let regions = state
+        .offload(move || scalability(&rows, targets.as_deref()))
+        .await?;
     Ok(axum::Json(Scalability {
         app: app.tag.clone(),
         regions,

@@ -72,6 +72,9 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("service unavailable: {0}")]
     Unavailable(&'static str),
+    /// Too much heavy work under way: retry shortly (429).
+    #[error("busy: {0}")]
+    Busy(&'static str),
     #[error("internal error: {0:#}")]
     Internal(#[from] anyhow::Error),
 }
@@ -96,6 +99,7 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -142,6 +146,7 @@ impl ApiError {
                 reason.to_owned(),
                 vec![],
             ),
+            ApiError::Busy(reason) => ("busy", "Too many requests", reason.to_owned(), vec![]),
             ApiError::Internal(error) => {
                 // Details stay in the log; the client learns only that it was not its fault.
                 tracing::error!(error = format!("{error:#}"), "internal error");
@@ -205,6 +210,7 @@ impl From<sqlx::Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let unauthorized = matches!(self, ApiError::Unauthorized(_));
+        let retry = matches!(self, ApiError::Unavailable(_) | ApiError::Busy(_));
         let mut response = problem_response(self.into_problem());
         if unauthorized {
             response.headers_mut().insert(
@@ -212,9 +218,17 @@ impl IntoResponse for ApiError {
                 HeaderValue::from_static("Bearer realm=\"joulecast\""),
             );
         }
+        if retry {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
+        }
         response
     }
 }
+
+/// Seconds a client is asked to wait after a 429 or a 503.
+pub const RETRY_AFTER_S: &str = "1";
 
 pub fn problem_response(problem: Problem) -> Response {
     let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

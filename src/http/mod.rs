@@ -57,6 +57,8 @@ pub struct Settings {
     pub node_window: Duration,
     /// The workload whose classification gives predictions their APC bounds.
     pub reference_workload: String,
+    /// Heavy computations that may run at once (`AppState::offload`).
+    pub heavy_permits: usize,
 }
 
 impl Settings {
@@ -65,6 +67,7 @@ impl Settings {
     pub const DEFAULT_CACHE_TTL_S: u64 = 30;
     pub const DEFAULT_NODE_WINDOW_DAYS: u32 = 30;
     pub const DEFAULT_REFERENCE_WORKLOAD: &'static str = "reference";
+    pub const DEFAULT_HEAVY_PERMITS: u16 = 4;
 }
 
 impl Default for Settings {
@@ -76,6 +79,7 @@ impl Default for Settings {
             cache_ttl: Duration::from_secs(Self::DEFAULT_CACHE_TTL_S),
             node_window: Duration::from_secs(u64::from(Self::DEFAULT_NODE_WINDOW_DAYS) * 86_400),
             reference_workload: Self::DEFAULT_REFERENCE_WORKLOAD.to_owned(),
+            heavy_permits: usize::from(Self::DEFAULT_HEAVY_PERMITS),
         }
     }
 }
@@ -89,6 +93,9 @@ pub struct Shared {
     pub settings: Settings,
     pub models: Arc<crate::predict::Models>,
     pub caches: Arc<crate::cache::Caches>,
+    /// Permits for heavy computations (model searches, rule checks,
+    /// efficiency scalability, batch validation): see `offload`.
+    pub heavy: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::ops::Deref for AppState {
@@ -104,9 +111,30 @@ impl AppState {
         AppState(Arc::new(Shared {
             pool,
             caches: Arc::new(crate::cache::Caches::new(settings.cache_ttl)),
+            heavy: Arc::new(tokio::sync::Semaphore::new(settings.heavy_permits.max(1))),
             settings,
             models: Arc::default(),
         }))
+    }
+
+    /// Run `work`, a CPU-heavy computation, on a blocking thread under one of
+    /// the `heavy` permits, so that it never holds up the async workers
+    /// that answer predictions; with every permit taken, 429 at once (with
+    /// `Retry-After`) rather than a queue that grows under load.
+    pub async fn offload<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, error::ApiError> {
+        let permit = self.heavy.clone().try_acquire_owned().map_err(|_| {
+            metrics::counter!("heavy_requests_refused_total").increment(1);
+            error::ApiError::Busy("too many heavy requests under way; retry shortly")
+        })?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work()
+        })
+        .await
+        .map_err(|e| error::ApiError::Internal(anyhow::anyhow!("heavy task: {e}")))
     }
 }
 

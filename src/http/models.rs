@@ -507,10 +507,12 @@ fn search_error(
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid data or options (too few distinct p, a bad expectation, ...)", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many heavy requests under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "The request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn search_models(
     _: Authorized<auth::Read>,
+    State(state): State<AppState>,
     Json(request): Json<SearchRequest>,
 ) -> ApiResult<axum::Json<SearchAnswer>> {
     let mut errors = Errors::default();
@@ -534,17 +536,17 @@ pub async fn search_models(
         }
     };
     errors.into_result(()).map_err(ApiError::Invalid)?;
-    let models = tokio::task::spawn_blocking(move || {
-        series
-            .into_iter()
-            .map(|s| {
-                answer(&s.observations(), &ask, s.region.clone(), s.metric.clone())
-                    .map_err(|e| search_error(field, (&s.region, &s.metric), e))
-            })
-            .collect::<Vec<Result<ScalingModel, FieldError>>>()
-    })
-    .await
-    .map_err(|e| ApiError::Internal(anyhow::anyhow!("model search task: {e}")))?;
+    let models = state
+        .offload(move || {
+            series
+                .into_iter()
+                .map(|s| {
+                    answer(&s.observations(), &ask, s.region.clone(), s.metric.clone())
+                        .map_err(|e| search_error(field, (&s.region, &s.metric), e))
+                })
+                .collect::<Vec<Result<ScalingModel, FieldError>>>()
+        })
+        .await?;
     let mut answers = Vec::with_capacity(models.len());
     let mut problems = Vec::new();
     for model in models {
@@ -615,6 +617,7 @@ pub struct AppScalingModel {
         (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Too few distinct node counts in the history", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many heavy requests under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get_scaling_model(
@@ -662,9 +665,9 @@ async fn stored_model(
         .map(|o| (f64::from(o.nodes), o.value))
         .collect();
     let count = observations.len();
-    let found = tokio::task::spawn_blocking(move || search::search(&observations, &settings))
-        .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("model search task: {e}")))?;
+    let found = state
+        .offload(move || search::search(&observations, &settings))
+        .await?;
     Ok((count, found))
 }
 
@@ -759,6 +762,7 @@ pub struct RulesAnswer {
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid rules, an unknown application, or one whose history has too few node counts", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many heavy requests under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn check_rules(

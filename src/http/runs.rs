@@ -348,6 +348,7 @@ pub struct BatchResult {
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Empty or oversized batch, node lists naming more than 200,000 nodes in all, or an atomic batch with a rejected run (nothing stored)", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many heavy requests under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create_batch(
@@ -370,18 +371,24 @@ pub async fn create_batch(
     }
     validate::node_names_within_budget(&input.runs).map_err(|e| ApiError::invalid("runs", e))?;
     let now = Utc::now();
-    let items: Vec<_> = input
-        .runs
-        .into_iter()
-        .enumerate()
-        .map(|(i, value)| {
-            let prefix = format!("runs[{i}]");
-            from_json_value::<RunInput>(value, &prefix).and_then(|run| {
-                ingest::validate(run.into(), now)
-                    .map_err(|errors| errors.into_iter().map(|e| e.nested(&prefix)).collect())
-            })
+    // Checking thousands of runs and expanding their node lists is heavy.
+    let items: Vec<_> = state
+        .offload(move || {
+            input
+                .runs
+                .into_iter()
+                .enumerate()
+                .map(|(i, value)| {
+                    let prefix = format!("runs[{i}]");
+                    from_json_value::<RunInput>(value, &prefix).and_then(|run| {
+                        ingest::validate(run.into(), now).map_err(|errors| {
+                            errors.into_iter().map(|e| e.nested(&prefix)).collect()
+                        })
+                    })
+                })
+                .collect()
         })
-        .collect();
+        .await?;
     let ingested = store_runs(&state, items, input.atomic).await?;
 
     if !ingested.committed {

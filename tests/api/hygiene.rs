@@ -72,6 +72,8 @@ async fn a_closed_pool_is_503_not_500() {
     app.pool.close().await;
     let reply = app.post("/v1/runs", &token, &run("lammps", "1", 2)).await;
     reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+    // A client knows when to come back.
+    assert_eq!(reply.headers["retry-after"], "1");
 }
 
 #[tokio::test]

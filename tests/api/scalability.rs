@@ -643,3 +643,26 @@ mod command {
         assert!(stderr.contains("--expectation: expected `)`"), "{stderr}");
     }
 }
+
+/// Heavy computations run under a fixed number of permits: with every one
+/// taken, a model search is refused at once with 429 and Retry-After rather
+/// than queued (issue 13, finding 3), and is served again once one is free.
+#[tokio::test]
+async fn heavy_requests_beyond_the_permits_are_refused_with_retry_after() {
+    let pool = crate::support::fresh_pool().await;
+    let settings = joulecast::http::Settings {
+        heavy_permits: 2,
+        ..Default::default()
+    };
+    let state = joulecast::http::AppState::new(pool.clone(), settings);
+    let app = TestApp::with_router(pool, joulecast::http::router_from(state.clone())).await;
+    let points = [4.0, 8.0, 16.0, 32.0].map(|p: f64| json!({"p": p, "values": [10.0 + 2.5 * p]}));
+    let body = json!({ "points": points });
+    let held = state.heavy.clone().try_acquire_many_owned(2).unwrap();
+    let reply = search(&app, body.clone()).await;
+    reply.assert_problem(StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(reply.headers["retry-after"], "1");
+    drop(held);
+    let reply = search(&app, body).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+}
