@@ -62,6 +62,9 @@ pub struct Caches {
     node_powers: Entries<PowersKey, Option<Arc<NodePowers>>>,
     /// Running jobs and node idle powers, for admission.
     load: Mutex<Option<(Arc<Load>, Instant)>>,
+    /// The notification connection is down: the database is taken for
+    /// unreachable, and expired entries answer instead (see `stale_*`).
+    degraded: std::sync::atomic::AtomicBool,
 }
 
 /// A workload and a partition (`None`: all nodes).
@@ -77,7 +80,49 @@ impl Caches {
             apps: Mutex::new(HashMap::new()),
             node_powers: Mutex::new(HashMap::new()),
             load: Mutex::new(None),
+            degraded: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Whether the database is taken for unreachable: the notification
+    /// connection is lost and not yet back.
+    pub fn degraded(&self) -> bool {
+        self.degraded.load(Ordering::SeqCst)
+    }
+
+    pub fn set_degraded(&self, degraded: bool) {
+        if self.degraded.swap(degraded, Ordering::SeqCst) != degraded {
+            metrics::gauge!("database_degraded").set(if degraded { 1.0 } else { 0.0 });
+            if degraded {
+                tracing::warn!("database unreachable: serving what is in memory");
+            } else {
+                tracing::info!("database reachable again");
+            }
+        }
+    }
+
+    /// A token as last verified, however long ago (its own expiry still
+    /// holds): for a database outage only. A revocation made meanwhile cannot
+    /// be seen until the database is back.
+    pub fn stale_token(&self, hash: &TokenHash) -> Option<Arc<CachedToken>> {
+        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let (token, _) = tokens.get(hash)?;
+        token
+            .expires_at
+            .is_none_or(|t| t > Utc::now())
+            .then(|| token.clone())
+    }
+
+    /// An application row as last read, however long ago: outages only.
+    pub fn stale_app(&self, tag: &str) -> Option<Arc<AppRow>> {
+        let apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
+        apps.get(tag).map(|(row, _)| row.clone())
+    }
+
+    /// Node powers as last read, however long ago: outages only.
+    pub fn stale_node_powers(&self, key: &PowersKey) -> Option<Option<Arc<NodePowers>>> {
+        let powers = self.node_powers.lock().unwrap_or_else(|e| e.into_inner());
+        powers.get(key).map(|(entry, _)| entry.clone())
     }
 
     pub fn load(&self) -> Option<Arc<Load>> {
@@ -218,35 +263,45 @@ impl Caches {
 }
 
 /// Follow the notifications of other writers (and our own) for as long as the
-/// process runs. Whenever the connection is lost, everything is dropped, since
-/// notifications may have been missed.
+/// process runs.
+///
+/// While the connection is down the database is taken for unreachable
+/// (`Caches::degraded`) and what is in memory stays, to answer from during
+/// the outage; once it is back, everything is dropped, since notifications
+/// may have been missed meanwhile.
 pub async fn listen(pool: PgPool, caches: Arc<Caches>) {
     loop {
         let mut listener = match PgListener::connect_with(&pool).await {
             Ok(listener) => listener,
             Err(error) => {
-                tracing::warn!(%error, "cache notifications: cannot connect; retrying");
-                caches.clear();
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                tracing::debug!(%error, "cache notifications: cannot connect; retrying");
+                caches.set_degraded(true);
+                tokio::time::sleep(Duration::from_millis(500)).await;
                 continue;
             }
         };
         if let Err(error) = listener.listen(CHANNEL).await {
-            tracing::warn!(%error, "cache notifications: cannot listen; retrying");
-            caches.clear();
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tracing::debug!(%error, "cache notifications: cannot listen; retrying");
+            caches.set_degraded(true);
+            tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         }
         // Anything cached before listening may have missed a notification.
         caches.clear();
+        caches.set_degraded(false);
         loop {
             match listener.try_recv().await {
                 Ok(Some(notification)) => caches.apply(notification.payload()),
-                // The connection was lost and re-established.
-                Ok(None) => caches.clear(),
+                // The connection was lost: reconnect from the top, which
+                // drops everything once it has succeeded.
+                Ok(None) => {
+                    tracing::warn!("cache notifications: connection lost");
+                    caches.set_degraded(true);
+                    break;
+                }
                 Err(error) => {
                     tracing::warn!(%error, "cache notifications: connection lost");
-                    caches.clear();
+                    caches.set_degraded(true);
                     break;
                 }
             }

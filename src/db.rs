@@ -49,10 +49,19 @@ pub enum Sharing {
     AttachIfRunning,
 }
 
+/// How long a request waits for a pooled connection: when the database is
+/// down, a write fails this fast (503, Retry-After) rather than hanging.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(750);
+
+/// The pool's options: `max` connections, `ACQUIRE_TIMEOUT`.
+pub fn pool_options(max: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+}
+
 pub async fn open(global: &GlobalArgs, sharing: Sharing) -> anyhow::Result<Database> {
-    let pool_options = PgPoolOptions::new()
-        .max_connections(global.db_max_connections)
-        .acquire_timeout(Duration::from_secs(5));
+    let pool_options = pool_options(global.db_max_connections);
 
     if let Some(url) = &global.database_url {
         let pool = pool_options

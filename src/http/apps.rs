@@ -186,12 +186,25 @@ pub(super) async fn find_app(state: &AppState, tag: &str) -> ApiResult<Arc<AppRo
     if let Some(row) = state.caches.app(tag) {
         return Ok(row);
     }
+    // During an outage, the row as last read (docs/operations.md).
+    let stale = || state.caches.stale_app(tag);
+    if state.caches.degraded()
+        && let Some(row) = stale()
+    {
+        return Ok(row);
+    }
     let read_at = state.caches.generation();
-    let row = Arc::new(
-        store::apps::get(&state.pool, tag)
-            .await?
-            .ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))?,
-    );
+    let found = match store::apps::get(&state.pool, tag).await {
+        Ok(found) => found,
+        Err(e) => match (ApiError::from(e), stale()) {
+            (ApiError::Unavailable(_), Some(row)) => {
+                state.caches.set_degraded(true);
+                return Ok(row);
+            }
+            (error, _) => return Err(error),
+        },
+    };
+    let row = Arc::new(found.ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))?);
     state.caches.put_app(row.clone(), read_at);
     Ok(row)
 }

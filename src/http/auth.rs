@@ -66,14 +66,30 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
                 "the Authorization header must be `Bearer <token>`",
             ))?;
         let hash = tokens::hash(secret);
-        let token = match state.caches.token(&hash) {
+        let stale = || {
+            state
+                .caches
+                .stale_token(&hash)
+                .filter(|_| state.caches.degraded())
+        };
+        let token = match state.caches.token(&hash).or_else(stale) {
             Some(token) => token,
             None => {
-                let (id, scopes, expires_at) = store::tokens::authenticate(&state.pool, &hash)
-                    .await?
-                    .ok_or(ApiError::Unauthorized(
-                        "the token is invalid, expired or revoked",
-                    ))?;
+                let found = match store::tokens::authenticate(&state.pool, &hash).await {
+                    Ok(found) => found,
+                    // During an outage a token verified before it still
+                    // works (docs/operations.md).
+                    Err(e) => match (ApiError::from(e), state.caches.stale_token(&hash)) {
+                        (ApiError::Unavailable(_), Some(token)) => {
+                            state.caches.set_degraded(true);
+                            return authorized(&token);
+                        }
+                        (error, _) => return Err(error),
+                    },
+                };
+                let (id, scopes, expires_at) = found.ok_or(ApiError::Unauthorized(
+                    "the token is invalid, expired or revoked",
+                ))?;
                 let token = Arc::new(CachedToken {
                     id,
                     scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),
@@ -83,12 +99,17 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
                 token
             }
         };
-        if !token.scopes.iter().any(|scope| scope.grants(R::SCOPE)) {
-            return Err(ApiError::Forbidden(R::SCOPE));
-        }
-        Ok(Authorized {
-            token_id: Some(token.id),
-            _required: PhantomData,
-        })
+        authorized(&token)
     }
+}
+
+/// `token`, verified, if its scopes grant `R`.
+fn authorized<R: Required>(token: &CachedToken) -> Result<Authorized<R>, ApiError> {
+    if !token.scopes.iter().any(|scope| scope.grants(R::SCOPE)) {
+        return Err(ApiError::Forbidden(R::SCOPE));
+    }
+    Ok(Authorized {
+        token_id: Some(token.id),
+        _required: PhantomData,
+    })
 }

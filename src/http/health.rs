@@ -22,14 +22,22 @@ pub async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }
 
-/// Readiness: the database is reachable and its migrations are applied.
+/// Readiness: the database is reachable and its migrations are applied
+/// (`ready`); or the database became unreachable while serving
+/// (`degraded`): predictions of the applications in memory are still
+/// answered, flagged `database_unavailable`, and writes answer 503 with
+/// Retry-After. A degraded replica stays in service, since every replica
+/// would be degraded alike.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses(
-        (status = 200, description = "Ready to serve", body = Health),
+        (status = 200, description = "Ready to serve (`ready`), or serving from memory through a database outage (`degraded`)", body = Health),
         (status = 503, description = "Not ready; `detail` says why", body = Problem,
          content_type = "application/problem+json"),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
+    if state.caches.degraded() {
+        return Ok(Json(Health { status: "degraded" }));
+    }
     db::readiness(&state.pool)
         .await
         .map_err(ApiError::Unavailable)?;

@@ -656,10 +656,30 @@ pub(super) async fn node_powers(
     if let Some(cached) = state.caches.node_powers(&key) {
         return Ok(cached);
     }
+    // During an outage, the powers as last read (docs/operations.md).
+    let stale = || state.caches.stale_node_powers(&key);
+    if state.caches.degraded()
+        && let Some(powers) = stale()
+    {
+        return Ok(powers);
+    }
     let read_at = state.caches.generation();
     let window = state.settings.node_window.as_secs_f64();
-    let rows = store::nodes::powers(&state.pool, workload, partition, window).await?;
-    let peaks = store::nodes::peaks(&state.pool, partition).await?;
+    let read = async {
+        let rows = store::nodes::powers(&state.pool, workload, partition, window).await?;
+        let peaks = store::nodes::peaks(&state.pool, partition).await?;
+        Ok::<_, sqlx::Error>((rows, peaks))
+    };
+    let (rows, peaks) = match read.await {
+        Ok(read) => read,
+        Err(e) => match (ApiError::from(e), stale()) {
+            (ApiError::Unavailable(_), Some(powers)) => {
+                state.caches.set_degraded(true);
+                return Ok(powers);
+            }
+            (error, _) => return Err(error),
+        },
+    };
     let rows: Vec<(String, f64)> = rows.into_iter().map(|r| (r.name, r.power_w)).collect();
     let powers = NodePowers::new(workload, partition, &rows, peaks).map(Arc::new);
     state.caches.put_node_powers(key, powers.clone(), read_at);

@@ -313,7 +313,8 @@ pub struct MetricPrediction<'a> {
     pub backtest_error_pct: Option<f64>,
     pub aggregate: AggregateName,
     pub interval: Interval,
-    /// extrapolation, thin_history, allowed_rmse_not_met, outside_theoretical_bounds.
+    /// extrapolation, thin_history, allowed_rmse_not_met,
+    /// outside_theoretical_bounds, database_unavailable.
     #[schema(value_type = Vec<String>)]
     pub flags: FlagNames<'a>,
     #[schema(value_type = PredictorInfo)]
@@ -776,6 +777,7 @@ pub async fn get_predictions(
         (None, None)
     };
     physics_flags(&state, &app, &models, nodes, &mut predicted).await?;
+    outage_flags(&state, &mut predicted);
     let answer = Predictions {
         model_version: predict::ModelVersion(&app),
         app: &app.tag,
@@ -814,12 +816,17 @@ async fn physics_flags(
     {
         return Ok(());
     }
-    let Some(physics) = state
-        .models
-        .physics(&state.pool, app)
-        .await
-        .map_err(|e| predict_error(&app.tag, e))?
-    else {
+    let physics = match state.models.physics(&state.pool, app).await {
+        Ok(physics) => physics,
+        // Through a database outage, an application whose physics model
+        // was never needed goes without this check.
+        Err(PredictError::Database(e)) if state.caches.degraded() => {
+            tracing::debug!(error = %e, "physics check skipped: database unreachable");
+            None
+        }
+        Err(e) => return Err(predict_error(&app.tag, e)),
+    };
+    let Some(physics) = physics else {
         return Ok(());
     };
     for (fitted, p) in models.iter().zip(predicted) {
@@ -832,6 +839,15 @@ async fn physics_flags(
         }
     }
     Ok(())
+}
+
+/// Flag answers made from memory while the database is unreachable.
+fn outage_flags(state: &AppState, predicted: &mut [Prediction]) {
+    if state.caches.degraded() {
+        for p in predicted {
+            p.flags.push(Flag::DatabaseUnavailable);
+        }
+    }
 }
 
 /// Where node powers come from for one query, and its node list if any.
@@ -1194,6 +1210,7 @@ async fn answer(
     physics_flags(state, &app, &models, nodes, &mut predicted)
         .await
         .map_err(ApiError::into_problem)?;
+    outage_flags(state, &mut predicted);
     let predictions = models
         .iter()
         .zip(predicted)

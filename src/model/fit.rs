@@ -376,6 +376,9 @@ pub enum Flag {
     RmseNotMet,
     /// The prediction breaks the theoretical bounds of the declared scaling mode.
     OutsideTheory,
+    /// Answered from memory while the database was unreachable: runs stored
+    /// by other replicas since are not reflected.
+    DatabaseUnavailable,
 }
 
 impl Flag {
@@ -385,6 +388,7 @@ impl Flag {
             Flag::ThinHistory => "thin_history",
             Flag::RmseNotMet => "allowed_rmse_not_met",
             Flag::OutsideTheory => "outside_theoretical_bounds",
+            Flag::DatabaseUnavailable => "database_unavailable",
         }
     }
 }

@@ -14,6 +14,7 @@ mod hygiene;
 mod imports;
 mod jobs;
 mod nodes;
+mod outage;
 mod power;
 mod predictions;
 mod runs;

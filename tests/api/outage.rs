@@ -1,0 +1,150 @@
+//! A database outage while serving (issue 13, finding 2): PostgreSQL is
+//! stopped under a running service and started again.
+
+use std::time::{Duration, Instant};
+
+use axum::http::{Method, StatusCode};
+use joulecast::embedded::{Cluster, ClusterOptions};
+use joulecast::http::{self, Settings};
+use serde_json::Value;
+use sqlx::postgres::PgConnectOptions;
+
+use crate::support::{TestApp, run};
+
+fn options(dir: &std::path::Path) -> ClusterOptions {
+    ClusterOptions {
+        data_dir: dir.to_path_buf(),
+        bin_dir: std::env::var_os("JOULECAST_PG_BIN_DIR").map(Into::into),
+        root_user: std::env::var("JOULECAST_PG_USER").unwrap_or_else(|_| "postgres".into()),
+    }
+}
+
+async fn start(dir: &std::path::Path) -> Cluster {
+    let options = options(dir);
+    tokio::task::spawn_blocking(move || Cluster::start(&options))
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("cannot start PostgreSQL: {e}"))
+}
+
+async fn readiness(app: &TestApp) -> String {
+    let reply = app.call(Method::GET, "/readyz", None, None).await;
+    reply.body["status"]
+        .as_str()
+        .unwrap_or("not ready")
+        .to_owned()
+}
+
+async fn until(app: &TestApp, status: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    while readiness(app).await != status {
+        assert!(Instant::now() < deadline, "readiness never became {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn flags(reply: &Value) -> Vec<String> {
+    reply["predictions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["flags"].as_array().unwrap().clone())
+        .map(|f| f.as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Warm predictions are served from memory through the outage, flagged,
+/// each well within 100 ms, after the caches' time-to-live too; writes fail
+/// within a second with 503 and Retry-After; /readyz says degraded; and the
+/// service recovers by itself once PostgreSQL is back.
+#[tokio::test]
+async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = start(dir.path()).await;
+    let connect = PgConnectOptions::new_without_pgpass()
+        .socket(&cluster.layout().socket_dir)
+        .port(joulecast::embedded::SOCKET_PORT)
+        .username(joulecast::embedded::SUPERUSER)
+        .database("postgres");
+    let pool = joulecast::db::pool_options(8)
+        .connect_with(connect)
+        .await
+        .unwrap();
+    joulecast::db::migrate(&pool).await.unwrap();
+    let settings = Settings {
+        cache_ttl: Duration::from_millis(500),
+        ..Default::default()
+    };
+    let state = http::AppState::new(pool.clone(), settings);
+    let listener = tokio::spawn(joulecast::cache::listen(pool.clone(), state.caches.clone()));
+    let app = TestApp::with_router(pool, http::router_from(state)).await;
+    until(&app, "ready", Duration::from_secs(10)).await;
+    for n in [1, 2, 4, 8] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    let asks = [
+        "/v1/apps/lin/predictions?nodes=3",
+        "/v1/apps/lin/predictions?nodes=16&metric=tts",
+    ];
+    for ask in asks {
+        let reply = app.get(ask, &app.read).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert!(!flags(&reply.body).contains(&"database_unavailable".to_owned()));
+    }
+
+    tokio::task::spawn_blocking(move || {
+        cluster.stop();
+        cluster
+    })
+    .await
+    .unwrap();
+    until(&app, "degraded", Duration::from_secs(5)).await;
+
+    // Longer than the caches' time-to-live: what is in memory answers.
+    let outage = Instant::now();
+    let mut slowest = Duration::ZERO;
+    let mut served = 0;
+    while outage.elapsed() < Duration::from_secs(3) {
+        for ask in asks {
+            let asked = Instant::now();
+            let reply = app.get(ask, &app.read).await;
+            slowest = slowest.max(asked.elapsed());
+            assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+            assert!(
+                flags(&reply.body).contains(&"database_unavailable".to_owned()),
+                "{:#}",
+                reply.body
+            );
+            served += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served > 20, "{served}");
+    assert!(slowest < Duration::from_millis(100), "{slowest:?}");
+
+    // Writes fail fast, and say when to come back.
+    let asked = Instant::now();
+    let reply = app
+        .post("/v1/runs", &app.ingest, &run("lin", "during", 2))
+        .await;
+    reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.headers["retry-after"], "1");
+    assert!(
+        asked.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        asked.elapsed()
+    );
+
+    // PostgreSQL back: no restart of the service.
+    let cluster = start(dir.path()).await;
+    until(&app, "ready", Duration::from_secs(15)).await;
+    let reply = app
+        .post("/v1/runs", &app.ingest, &run("lin", "after", 16))
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let reply = app.get(asks[0], &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert!(!flags(&reply.body).contains(&"database_unavailable".to_owned()));
+    listener.abort();
+    drop(cluster);
+}
