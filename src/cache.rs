@@ -188,11 +188,17 @@ impl Caches {
         (at.elapsed() < self.ttl && live).then(|| token.clone())
     }
 
-    pub fn put_token(&self, hash: TokenHash, token: Arc<CachedToken>) {
+    /// Cache `token`, read after `generation()` returned `read_at`, unless
+    /// something was invalidated meanwhile: a token read just before its
+    /// revocation must not be cached after the revocation dropped it.
+    pub fn put_token(&self, hash: TokenHash, token: Arc<CachedToken>, read_at: u64) {
         if self.ttl.is_zero() {
             return;
         }
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        if self.generation() != read_at {
+            return;
+        }
         if tokens.len() >= MAX_ENTRIES {
             tokens.clear();
         }
@@ -341,7 +347,7 @@ mod tests {
             scopes: vec![Scope::Read],
             expires_at: None,
         };
-        caches.put_token([7; 32], Arc::new(token));
+        caches.put_token([7; 32], Arc::new(token), caches.generation());
         caches.apply("app:a");
         assert!(caches.app("a").is_none() && caches.app("b").is_some());
         assert!(caches.token(&[7; 32]).is_some());
@@ -359,6 +365,17 @@ mod tests {
         caches.forget_app("a");
         caches.put_app(Arc::new(app("a")), read_at);
         assert!(caches.app("a").is_none());
+        // A token read just before its revocation (issue 13).
+        let read_at = caches.generation();
+        caches.apply(TOKENS);
+        let token = CachedToken {
+            id: 1,
+            scopes: vec![Scope::Read],
+            expires_at: None,
+        };
+        caches.put_token([3; 32], Arc::new(token), read_at);
+        assert!(caches.token(&[3; 32]).is_none());
+        assert!(caches.stale_token(&[3; 32]).is_none());
     }
 
     #[test]
@@ -372,7 +389,7 @@ mod tests {
             scopes: vec![],
             expires_at: Some(Utc::now() - chrono::Duration::seconds(1)),
         };
-        caches.put_token([1; 32], Arc::new(token));
+        caches.put_token([1; 32], Arc::new(token), caches.generation());
         assert!(caches.token(&[1; 32]).is_none());
     }
 }

@@ -75,6 +75,7 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
         let token = match state.caches.token(&hash).or_else(stale) {
             Some(token) => token,
             None => {
+                let read_at = state.caches.generation();
                 let found = match store::tokens::authenticate(&state.pool, &hash).await {
                     Ok(found) => found,
                     // During an outage a token verified before it still
@@ -95,7 +96,7 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
                     scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),
                     expires_at,
                 });
-                state.caches.put_token(hash, token.clone());
+                state.caches.put_token(hash, token.clone(), read_at);
                 token
             }
         };
