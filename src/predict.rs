@@ -26,6 +26,9 @@ use crate::store::{self, apps::AppRow, runs::RunPower, runs::RunQuantities, stat
 /// Distinct allowed %RMSE values cached per application version; requests
 /// for more are answered without caching, so a client cannot grow memory.
 const MAX_FITS_PER_VERSION: usize = 32;
+/// Applications whose models are kept in memory at most; beyond, the half
+/// used least recently is dropped (and refitted if asked again).
+const MAX_APPS_IN_MEMORY: usize = 10_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PredictError {
@@ -66,17 +69,42 @@ pub struct Fitted {
 
 struct AppModels {
     version: Version,
+    /// Milliseconds after `Models::started` of the last use.
+    used_at: AtomicU64,
     stats: OnceCell<Arc<Vec<StatsRow>>>,
     physics: OnceCell<Option<Arc<Physics>>>,
     fits: Mutex<HashMap<FitKey, Arc<OnceCell<Arc<Fitted>>>>>,
 }
 
 /// The models of all applications, shared by all requests.
-#[derive(Default)]
 pub struct Models {
     apps: Mutex<HashMap<i64, Arc<AppModels>>>,
     fits: AtomicU64,
     run_loads: AtomicU64,
+    started: std::time::Instant,
+}
+
+impl Default for Models {
+    fn default() -> Self {
+        Models {
+            apps: Mutex::default(),
+            fits: AtomicU64::default(),
+            run_loads: AtomicU64::default(),
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+/// Drop the half of `apps` used least recently.
+fn evict_least_recent(apps: &mut HashMap<i64, Arc<AppModels>>) {
+    let mut used: Vec<u64> = apps
+        .values()
+        .map(|e| e.used_at.load(Ordering::Relaxed))
+        .collect();
+    let middle = used.len() / 2;
+    let (_, &mut cut, _) = used.select_nth_unstable(middle);
+    apps.retain(|_, e| e.used_at.load(Ordering::Relaxed) > cut);
+    metrics::counter!("model_cache_evictions_total").increment(1);
 }
 
 /// The scaling mode stored for an application.
@@ -139,12 +167,20 @@ impl Models {
             history: app.history_version,
             settings: app.updated_at,
         };
+        let now = self.started.elapsed().as_millis() as u64;
         let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
         match apps.get(&app.id) {
-            Some(entry) if entry.version == version => entry.clone(),
+            Some(entry) if entry.version == version => {
+                entry.used_at.store(now, Ordering::Relaxed);
+                entry.clone()
+            }
             _ => {
+                if apps.len() >= MAX_APPS_IN_MEMORY {
+                    evict_least_recent(&mut apps);
+                }
                 let entry = Arc::new(AppModels {
                     version,
+                    used_at: AtomicU64::new(now),
                     stats: OnceCell::new(),
                     physics: OnceCell::new(),
                     fits: Mutex::new(HashMap::new()),
@@ -445,4 +481,44 @@ pub fn best_node_observations(runs: &[RunPower], powers: &NodePowers) -> Vec<Obs
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(id: i64) -> AppRow {
+        let at = chrono::DateTime::from_timestamp(0, 0).unwrap();
+        AppRow {
+            id,
+            tag: format!("a{id}"),
+            scaling_mode: "unknown".into(),
+            description: String::new(),
+            allowed_rmse_pct: None,
+            run_count: 0,
+            nodes_min: None,
+            nodes_max: None,
+            last_run_at: None,
+            history_version: 0,
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    /// Every new application (every job name, under a careless scheduler)
+    /// used to stay in memory for good (issue 13).
+    #[test]
+    fn the_models_of_applications_used_least_recently_are_dropped() {
+        let models = Models::default();
+        for id in 0..MAX_APPS_IN_MEMORY as i64 {
+            models.entry(&app(id));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let kept = models.entry(&app(0));
+        models.entry(&app(MAX_APPS_IN_MEMORY as i64));
+        let apps = models.apps.lock().unwrap();
+        assert!(apps.len() <= MAX_APPS_IN_MEMORY / 2 + 1, "{}", apps.len());
+        assert!(Arc::ptr_eq(&apps[&0], &kept), "the one used last stays");
+        assert!(apps.contains_key(&(MAX_APPS_IN_MEMORY as i64)));
+    }
 }
