@@ -95,6 +95,10 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
             node_window: Duration::from_secs(u64::from(args.node_window_days) * 86_400),
             reference_workload: args.reference_workload.clone(),
             heavy_permits: usize::from(args.heavy_permits),
+            expiry: crate::store::power::Expiry {
+                grace_s: args.reservation_grace_s as f64,
+                max_s: args.max_reservation_s as f64,
+            },
         },
     );
     let notifications = tokio::spawn(crate::cache::listen(db.pool.clone(), state.caches.clone()));

@@ -288,6 +288,24 @@ pub struct ServeArgs {
     )]
     pub heavy_permits: u16,
 
+    /// A job whose end is never reported stops counting (headroom,
+    /// admission, budgets) this many seconds after its time limit…
+    #[arg(
+        long,
+        env = "JOULECAST_RESERVATION_GRACE_S",
+        default_value_t = crate::store::power::Expiry::DEFAULT_GRACE_S
+    )]
+    pub reservation_grace_s: u64,
+
+    /// …or, without a time limit, this many seconds after its start.
+    #[arg(
+        long,
+        env = "JOULECAST_MAX_RESERVATION_S",
+        default_value_t = crate::store::power::Expiry::DEFAULT_MAX_S,
+        value_parser = clap::value_parser!(u64).range(60..)
+    )]
+    pub max_reservation_s: u64,
+
     /// Do not apply migrations at start-up (apply them with `joulecast migrate`).
     #[arg(long, env = "JOULECAST_NO_MIGRATE", value_parser = BoolishValueParser::new())]
     pub no_migrate: bool,

@@ -19,6 +19,7 @@ use super::runs::{Run, store_one};
 use crate::ingest::{self, NodeListDraft, RunDraft};
 use crate::model::Metric;
 use crate::predict;
+use crate::store::power::Expiry;
 use crate::store::{self, apps::AppRow, jobs::JobRow, jobs::NewJob};
 use crate::validate::{self, FieldError};
 
@@ -81,6 +82,13 @@ pub struct Job {
     /// vendor peak, else 1000 W per node).
     pub reserved_basis: String,
     pub time_limit_s: Option<f64>,
+    /// When its reservation ends if its end is never reported: its time
+    /// limit plus a grace period (`--reservation-grace-s`, 600 s), or
+    /// without one `--max-reservation-s` (48 h) after its start.
+    pub reservation_ends_at: DateTime<Utc>,
+    /// Past `reservation_ends_at`: listed, but counted nowhere (headroom,
+    /// admission, budgets).
+    pub expired: bool,
     /// Running more than twice its predicted TtS.
     pub stale: bool,
     /// The admission decision made when the job was stored (answers to a
@@ -90,9 +98,12 @@ pub struct Job {
 }
 
 impl Job {
-    fn from_row(j: JobRow, now: DateTime<Utc>) -> Self {
+    fn from_row(j: JobRow, now: DateTime<Utc>, expiry: Expiry) -> Self {
         let elapsed = (now - j.started_at).as_seconds_f64();
+        let reservation_ends_at = expiry.ends_at(j.started_at, j.time_limit_s);
         Job {
+            reservation_ends_at,
+            expired: reservation_ends_at <= now,
             stale: j
                 .predicted_tts_s
                 .is_some_and(|tts| elapsed > STALE_FACTOR * tts),
@@ -249,7 +260,11 @@ pub async fn start_job(
     let mut tx = state.pool.begin().await?;
     store::power::lock_admission(&mut *tx).await?;
     if let Some(row) = store::jobs::get(&mut *tx, &input.source, &input.job_id).await? {
-        return Ok((StatusCode::OK, axum::Json(Job::from_row(row, now))).into_response());
+        return Ok((
+            StatusCode::OK,
+            axum::Json(Job::from_row(row, now, state.settings.expiry)),
+        )
+            .into_response());
     }
     let candidate = Candidate {
         app: &input.app,
@@ -259,7 +274,7 @@ pub async fn start_job(
         at: now,
         time_limit_s: input.time_limit_s,
     };
-    let load = store::power::load(&mut tx).await?;
+    let load = store::power::load(&mut tx, state.settings.expiry).await?;
     let admission = decide(&mut tx, &load, &candidate, &estimate, now).await?;
     if !admission.admit && !input.force {
         drop(tx);
@@ -289,7 +304,7 @@ pub async fn start_job(
     } else {
         StatusCode::OK
     };
-    let mut job = Job::from_row(row, Utc::now());
+    let mut job = Job::from_row(row, Utc::now(), state.settings.expiry);
     job.admission = Some(admission);
     Ok((status, axum::Json(job)).into_response())
 }
@@ -358,9 +373,12 @@ pub struct JobListParams {
 pub struct Jobs {
     /// Running jobs, oldest first.
     pub items: Vec<Job>,
-    /// Σ of their reserved power, W.
+    /// Σ of the reserved power of those not expired, W.
     pub reserved_w: f64,
     pub stale: usize,
+    /// Jobs whose reservation has expired (still listed until their end is
+    /// reported or they are cancelled).
+    pub expired: usize,
 }
 
 /// List jobs in flight.
@@ -395,11 +413,13 @@ pub async fn list_jobs(
     )
     .await?
     .into_iter()
-    .map(|j| Job::from_row(j, now))
+    .map(|j| Job::from_row(j, now, state.settings.expiry))
     .collect();
+    let live = || items.iter().filter(|j| !j.expired);
     Ok(axum::Json(Jobs {
-        reserved_w: items.iter().map(|j| j.reserved_w).sum(),
-        stale: items.iter().filter(|j| j.stale).count(),
+        reserved_w: live().map(|j| j.reserved_w).sum(),
+        stale: live().filter(|j| j.stale).count(),
+        expired: items.iter().filter(|j| j.expired).count(),
         items,
     }))
 }

@@ -59,6 +59,8 @@ pub struct Settings {
     pub reference_workload: String,
     /// Heavy computations that may run at once (`AppState::offload`).
     pub heavy_permits: usize,
+    /// When the reservation of a job whose end is never reported ends.
+    pub expiry: crate::store::power::Expiry,
 }
 
 impl Settings {
@@ -80,6 +82,7 @@ impl Default for Settings {
             node_window: Duration::from_secs(u64::from(Self::DEFAULT_NODE_WINDOW_DAYS) * 86_400),
             reference_workload: Self::DEFAULT_REFERENCE_WORKLOAD.to_owned(),
             heavy_permits: usize::from(Self::DEFAULT_HEAVY_PERMITS),
+            expiry: crate::store::power::Expiry::default(),
         }
     }
 }

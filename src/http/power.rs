@@ -108,12 +108,17 @@ pub(super) async fn compute(
         .execute(&mut *tx)
         .await?;
     let cap = store::caps::in_force_for(&mut *tx, partition, at).await?;
-    let draw = store::power::load(&mut tx).await?.draw(partition, &[]);
+    let draw = store::power::load(&mut tx, state.settings.expiry)
+        .await?
+        .draw(partition, &[]);
     let jobs = store::jobs::list(&mut *tx, partition, None).await?;
     tx.commit().await?;
     let idle = IdleDraw::of(draw.free, draw.anonymous_nodes);
+    let expiry = state.settings.expiry;
     let jobs: Vec<JobDraw> = jobs
         .into_iter()
+        // Expired reservations count nowhere (the load leaves them out too).
+        .filter(|j| expiry.ends_at(j.started_at, j.time_limit_s) > now)
         .map(|j| JobDraw {
             source: j.source,
             job_id: j.job_id,
@@ -144,7 +149,7 @@ pub(super) async fn current_load(state: &AppState) -> ApiResult<Arc<Load>> {
     }
     let read_at = state.caches.generation();
     let mut conn = state.pool.acquire().await?;
-    let load = Arc::new(store::power::load(&mut conn).await?);
+    let load = Arc::new(store::power::load(&mut conn, state.settings.expiry).await?);
     state.caches.put_load(load.clone(), read_at);
     Ok(load)
 }

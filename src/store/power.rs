@@ -69,14 +69,47 @@ pub struct NodeIdle {
     pub idle_power_w: Option<f64>,
 }
 
-/// Every running job and every registered node, as the power totals need
-/// them.
-pub async fn load(conn: &mut PgConnection) -> sqlx::Result<Load> {
+/// When a job's reservation ends if its end is never reported: at its
+/// time limit plus `grace_s`, or without one `max_s` after its start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Expiry {
+    pub grace_s: f64,
+    pub max_s: f64,
+}
+
+impl Expiry {
+    pub const DEFAULT_GRACE_S: u64 = 600;
+    pub const DEFAULT_MAX_S: u64 = 48 * 3600;
+
+    /// When the reservation of a job started at `started_at` ends.
+    pub fn ends_at(&self, started_at: DateTime<Utc>, time_limit_s: Option<f64>) -> DateTime<Utc> {
+        let seconds = time_limit_s.map_or(self.max_s, |limit| limit + self.grace_s);
+        started_at
+            .checked_add_signed(chrono::Duration::milliseconds((seconds * 1000.0) as i64))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    }
+}
+
+impl Default for Expiry {
+    fn default() -> Self {
+        Expiry {
+            grace_s: Self::DEFAULT_GRACE_S as f64,
+            max_s: Self::DEFAULT_MAX_S as f64,
+        }
+    }
+}
+
+/// Every running job whose reservation has not ended (`expiry`), and every
+/// registered node, as the power totals need them.
+pub async fn load(conn: &mut PgConnection, expiry: Expiry) -> sqlx::Result<Load> {
     let jobs: Vec<JobLoad> = sqlx::query_as(
         "SELECT partition, reserved_w, nodes, node_list, account, started_at,
                     predicted_ets_j, predicted_tts_s, time_limit_s
-             FROM jobs",
+             FROM jobs
+             WHERE started_at + make_interval(secs => COALESCE(time_limit_s + $1, $2)) > now()",
     )
+    .bind(expiry.grace_s)
+    .bind(expiry.max_s)
     .fetch_all(&mut *conn)
     .await?;
     let nodes: Vec<NodeIdle> = sqlx::query_as("SELECT name, partition, idle_power_w FROM nodes")

@@ -227,3 +227,62 @@ async fn the_jobs_table_refuses_nan_and_infinity() {
         }
     }
 }
+
+/// A job whose end is never reported stops counting at its time limit plus
+/// the grace period, or without one after the maximum (issue 13): it is
+/// still listed, as expired, and headroom no longer counts it.
+#[tokio::test]
+async fn reservations_expire_at_the_time_limit_plus_grace_or_the_maximum() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let start = |job: &str, hours_ago: i64, limit: Option<f64>| {
+        let mut body = json!({"source": "slurm", "job_id": job, "app": "lin", "nodes": 2,
+            "partition": "batch",
+            "started_at": (Utc::now() - Duration::hours(hours_ago)).to_rfc3339()});
+        if let Some(limit) = limit {
+            body["time_limit_s"] = json!(limit);
+        }
+        let app = app.clone();
+        async move {
+            let reply = app.post("/v1/jobs", &app.schedule, &body).await;
+            assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+            reply.body
+        }
+    };
+    // One hour limit, started two hours ago: past limit + 10 min grace.
+    let over = start("over", 2, Some(3600.0)).await;
+    assert_eq!(over["expired"], true, "{over:#}");
+    // No limit, started three days ago: past the 48 h maximum.
+    assert_eq!(start("forgotten", 72, None).await["expired"], true);
+    // Four hour limit, started two hours ago; no limit, one hour ago: live.
+    let live = start("live", 2, Some(4.0 * 3600.0)).await;
+    assert_eq!(live["expired"], false, "{live:#}");
+    assert_eq!(start("recent", 1, None).await["expired"], false);
+
+    let list = app.get("/v1/jobs", &app.read).await.body;
+    assert_eq!(list["items"].as_array().unwrap().len(), 4);
+    assert_eq!(list["expired"], 2, "{list:#}");
+    let reserved = |job: &str| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job_id"] == job)
+            .unwrap()["reserved_w"]
+            .as_f64()
+            .unwrap()
+    };
+    let live_w = reserved("live") + reserved("recent");
+    assert!(
+        (list["reserved_w"].as_f64().unwrap() - live_w).abs() < 1e-6,
+        "{list:#}"
+    );
+    let headroom = app.get("/v1/power/headroom", &app.read).await.body;
+    let counted: Vec<&str> = headroom["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(counted, ["live", "recent"], "{headroom:#}");
+}
