@@ -13,11 +13,10 @@ use sqlx::PgPool;
 
 use crate::hostlist;
 use crate::store::{self, runs::Derived, runs::Inserted, runs::NewRun};
-use crate::validate::{self, Errors, FieldError};
+use crate::validate::{self, Errors, FieldError, MAX_POWER_PER_NODE_W};
 
 /// EtS, APC × TtS and start/end times may disagree by at most this fraction.
 pub const CONSISTENCY_TOLERANCE: f64 = 0.05;
-use crate::validate::MAX_POWER_PER_NODE_W;
 /// Ten years: a longer run is taken for a unit mistake (ms sent as s).
 pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
 /// At most this far in the future (clock skew between systems).

@@ -196,13 +196,7 @@ pub(super) async fn find_app(state: &AppState, tag: &str) -> ApiResult<Arc<AppRo
     let read_at = state.caches.generation();
     let found = match store::apps::get(&state.pool, tag).await {
         Ok(found) => found,
-        Err(e) => match (ApiError::from(e), stale()) {
-            (ApiError::Unavailable(_), Some(row)) => {
-                state.caches.set_degraded(true);
-                return Ok(row);
-            }
-            (error, _) => return Err(error),
-        },
+        Err(e) => return state.stale_or(e, stale()),
     };
     let row = Arc::new(found.ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))?);
     state.caches.put_app(row.clone(), read_at);

@@ -80,13 +80,10 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
                     Ok(found) => found,
                     // During an outage a token verified before it still
                     // works (docs/operations.md).
-                    Err(e) => match (ApiError::from(e), state.caches.stale_token(&hash)) {
-                        (ApiError::Unavailable(_), Some(token)) => {
-                            state.caches.set_degraded(true);
-                            return authorized(&token);
-                        }
-                        (error, _) => return Err(error),
-                    },
+                    Err(e) => {
+                        let token = state.stale_or(e, state.caches.stale_token(&hash))?;
+                        return authorized(&token);
+                    }
                 };
                 let (id, scopes, expires_at) = found.ok_or(ApiError::Unauthorized(
                     "the token is invalid, expired or revoked",

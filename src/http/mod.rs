@@ -120,6 +120,23 @@ impl AppState {
         }))
     }
 
+    /// After a database read failed with `error`: when the database is
+    /// unreachable and `stale` holds what was last read, that (the service
+    /// is then degraded: docs/operations.md); else the error.
+    pub(crate) fn stale_or<T>(
+        &self,
+        error: sqlx::Error,
+        stale: Option<T>,
+    ) -> Result<T, error::ApiError> {
+        match (error::ApiError::from(error), stale) {
+            (error::ApiError::Unavailable(_), Some(value)) => {
+                self.caches.set_degraded(true);
+                Ok(value)
+            }
+            (error, _) => Err(error),
+        }
+    }
+
     /// Run `work`, a CPU-heavy computation, on a blocking thread under one of
     /// the `heavy` permits, so that it never holds up the async workers
     /// that answer predictions; with every permit taken, 429 at once (with

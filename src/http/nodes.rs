@@ -672,13 +672,7 @@ pub(super) async fn node_powers(
     };
     let (rows, peaks) = match read.await {
         Ok(read) => read,
-        Err(e) => match (ApiError::from(e), stale()) {
-            (ApiError::Unavailable(_), Some(powers)) => {
-                state.caches.set_degraded(true);
-                return Ok(powers);
-            }
-            (error, _) => return Err(error),
-        },
+        Err(e) => return state.stale_or(e, stale()),
     };
     let rows: Vec<(String, f64)> = rows.into_iter().map(|r| (r.name, r.power_w)).collect();
     let powers = NodePowers::new(workload, partition, &rows, peaks).map(Arc::new);
