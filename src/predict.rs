@@ -415,8 +415,9 @@ pub fn observations(runs: &[RunQuantities], metric: Metric) -> Vec<Observation> 
 pub struct NodePowers {
     /// Which workload and partition these are (a hash of both).
     pub scope: u64,
-    /// Unique to this reading of the powers: models normalised with them
-    /// are keyed by it.
+    /// A hash of the powers and peaks: models normalised with them are
+    /// keyed by it, so reading the same powers again (every cache refresh)
+    /// finds the models fitted with them rather than fitting anew.
     pub id: u64,
     /// P_u by node name.
     pub power_w: HashMap<String, f64>,
@@ -434,7 +435,6 @@ impl NodePowers {
         rows: &[(String, f64)],
         peaks: Vec<(String, f64)>,
     ) -> Option<NodePowers> {
-        static IDS: AtomicU64 = AtomicU64::new(1);
         if rows.is_empty() {
             return None;
         }
@@ -446,9 +446,19 @@ impl NodePowers {
         };
         let mut hasher = std::hash::DefaultHasher::new();
         std::hash::Hash::hash(&(workload, partition), &mut hasher);
+        let scope = std::hash::Hasher::finish(&hasher);
+        fn content(values: &[(String, f64)]) -> Vec<(&str, u64)> {
+            let mut sorted: Vec<(&str, u64)> = values
+                .iter()
+                .map(|(n, p)| (n.as_str(), p.to_bits()))
+                .collect();
+            sorted.sort_unstable();
+            sorted
+        }
+        std::hash::Hash::hash(&(content(rows), content(&peaks)), &mut hasher);
         Some(NodePowers {
-            scope: std::hash::Hasher::finish(&hasher),
-            id: IDS.fetch_add(1, Ordering::Relaxed),
+            scope,
+            id: std::hash::Hasher::finish(&hasher),
             power_w: rows.iter().cloned().collect(),
             peak_w: peaks.into_iter().collect(),
             scale,
@@ -503,6 +513,25 @@ mod tests {
             created_at: at,
             updated_at: at,
         }
+    }
+
+    #[test]
+    fn the_same_powers_read_again_keep_their_id() {
+        let rows = |cn02: f64| vec![("cn01".to_owned(), 200.0), ("cn02".to_owned(), cn02)];
+        let peaks = || vec![("cn01".to_owned(), 400.0)];
+        let read = |rows: Vec<(String, f64)>| NodePowers::new("w", None, &rows, peaks()).unwrap();
+        let first = read(rows(210.0));
+        let mut reversed = rows(210.0);
+        reversed.reverse();
+        assert_eq!(
+            read(reversed).id,
+            first.id,
+            "the order of the rows is not content"
+        );
+        assert_ne!(read(rows(211.0)).id, first.id);
+        let elsewhere = NodePowers::new("w", Some("gpu"), &rows(210.0), peaks()).unwrap();
+        assert_ne!(elsewhere.scope, first.scope);
+        assert_ne!(elsewhere.id, first.id);
     }
 
     /// Every new application (every job name, under a careless scheduler)
