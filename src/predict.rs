@@ -38,6 +38,10 @@ pub enum PredictError {
     Database(#[from] sqlx::Error),
     #[error("the fit failed: {0}")]
     Fit(String),
+    /// An uncached fit (beyond `MAX_FITS_PER_VERSION` distinct allowed
+    /// %RMSE values) while another is under way.
+    #[error("too many fits with distinct allowed %RMSE values under way")]
+    Busy,
 }
 
 /// What a model depends on besides the runs: changes to either make a new one.
@@ -82,6 +86,8 @@ pub struct Models {
     fits: AtomicU64,
     run_loads: AtomicU64,
     started: std::time::Instant,
+    /// One permit: fits that are not cached run one at a time.
+    uncached: tokio::sync::Semaphore,
 }
 
 impl Default for Models {
@@ -91,6 +97,7 @@ impl Default for Models {
             fits: AtomicU64::default(),
             run_loads: AtomicU64::default(),
             started: std::time::Instant::now(),
+            uncached: tokio::sync::Semaphore::new(1),
         }
     }
 }
@@ -317,10 +324,24 @@ impl Models {
                 });
             }
             match fits.get(&key) {
-                Some(cell) => cell.clone(),
-                None if fits.len() < MAX_FITS_PER_VERSION => fits.entry(key).or_default().clone(),
-                None => Arc::new(OnceCell::new()),
+                Some(cell) => (cell.clone(), true),
+                None if fits.len() < MAX_FITS_PER_VERSION => {
+                    (fits.entry(key).or_default().clone(), true)
+                }
+                None => (Arc::new(OnceCell::new()), false),
             }
+        };
+        let (cell, cached) = cell;
+        // Fits that are not kept (a client varying allowed_rmse_pct) run one
+        // at a time: they cannot crowd out the rest.
+        let _permit = if cached {
+            None
+        } else {
+            Some(
+                self.uncached
+                    .try_acquire()
+                    .map_err(|_| PredictError::Busy)?,
+            )
         };
         let metric = match kind {
             FitKind::Metric(metric) => metric,

@@ -171,6 +171,7 @@ pub struct MaxNodes {
         (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No runs yet, or no classification for bound=worst", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn max_nodes(
@@ -356,6 +357,7 @@ pub struct Optimal {
         (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No runs yet", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn optimal_nodes(
@@ -502,6 +504,7 @@ pub struct Pareto {
         (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No runs yet", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn pareto(

@@ -646,6 +646,10 @@ pub(super) fn predict_error(tag: &str, error: PredictError) -> ApiError {
         ),
         PredictError::Database(e) => e.into(),
         PredictError::Fit(e) => ApiError::Internal(anyhow::anyhow!(e)),
+        PredictError::Busy => ApiError::Busy(
+            "another fit with an allowed_rmse_pct of its own is under way; retry shortly, \
+             or use the application's setting",
+        ),
     }
 }
 
@@ -739,6 +743,7 @@ fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
         (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The application has no runs yet", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get_predictions(
@@ -1313,6 +1318,7 @@ pub struct Curve {
         (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The application has no runs yet", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get_curve(
@@ -1493,6 +1499,7 @@ impl From<&model::physics::Physics> for PhysicsInfo {
         (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "The application has no runs yet", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get_model(

@@ -737,3 +737,46 @@ async fn energy_is_power_times_time_within_the_intervals() {
         assert!(by("tts")["backtest_error_pct"].is_number(), "{answer:#}");
     }
 }
+
+/// A client varying allowed_rmse_pct forces a fit per value. The first 32
+/// values per application version are kept; beyond, fits run one at a time
+/// and the others are refused with 429 and Retry-After, never a 5xx
+/// (issue 13, finding 3).
+#[tokio::test]
+async fn fits_for_ever_new_allowed_rmse_values_run_one_at_a_time() {
+    let app = TestApp::new().await;
+    for n in [1, 2, 4, 8, 16] {
+        app.ingest(&crate::support::run("lin", &format!("h{n}"), n))
+            .await;
+    }
+    let ask = |pct: f64| {
+        let app = app.clone();
+        async move {
+            app.get(
+                &format!("/v1/apps/lin/predictions?nodes=3&allowed_rmse_pct={pct}"),
+                &app.read,
+            )
+            .await
+        }
+    };
+    for i in 0..32 {
+        let reply = ask(1.0 + f64::from(i) / 100.0).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    }
+    let replies =
+        futures_util::future::join_all((0..8).map(|i| ask(5.0 + f64::from(i) / 100.0))).await;
+    let served = replies
+        .iter()
+        .filter(|r| r.status == StatusCode::OK)
+        .count();
+    let refused: Vec<_> = replies
+        .iter()
+        .filter(|r| r.status == StatusCode::TOO_MANY_REQUESTS)
+        .collect();
+    assert_eq!(served + refused.len(), 8, "only 200 or 429");
+    assert!(served >= 1 && !refused.is_empty(), "{served} served");
+    for reply in refused {
+        reply.assert_problem(StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(reply.headers["retry-after"], "1");
+    }
+}
