@@ -321,20 +321,7 @@ mod tests {
     use super::*;
 
     fn app(tag: &str) -> AppRow {
-        AppRow {
-            id: 1,
-            tag: tag.into(),
-            scaling_mode: "unknown".into(),
-            description: String::new(),
-            allowed_rmse_pct: None,
-            run_count: 0,
-            nodes_min: None,
-            nodes_max: None,
-            last_run_at: None,
-            history_version: 0,
-            created_at: Utc::now(),
-            updated_at: Utc::now(),
-        }
+        AppRow::sample(1, tag)
     }
 
     #[test]

@@ -519,21 +519,7 @@ mod tests {
     use super::*;
 
     fn app(id: i64) -> AppRow {
-        let at = chrono::DateTime::from_timestamp(0, 0).unwrap();
-        AppRow {
-            id,
-            tag: format!("a{id}"),
-            scaling_mode: "unknown".into(),
-            description: String::new(),
-            allowed_rmse_pct: None,
-            run_count: 0,
-            nodes_min: None,
-            nodes_max: None,
-            last_run_at: None,
-            history_version: 0,
-            created_at: at,
-            updated_at: at,
-        }
+        AppRow::sample(id, &format!("a{id}"))
     }
 
     #[test]

@@ -21,6 +21,28 @@ pub struct AppRow {
     pub updated_at: DateTime<Utc>,
 }
 
+#[cfg(test)]
+impl AppRow {
+    /// A row for unit tests: no runs, created and updated at the epoch.
+    pub fn sample(id: i64, tag: &str) -> AppRow {
+        let epoch = DateTime::from_timestamp(0, 0).unwrap_or_default();
+        AppRow {
+            id,
+            tag: tag.into(),
+            scaling_mode: "unknown".into(),
+            description: String::new(),
+            allowed_rmse_pct: None,
+            run_count: 0,
+            nodes_min: None,
+            nodes_max: None,
+            last_run_at: None,
+            history_version: 0,
+            created_at: epoch,
+            updated_at: epoch,
+        }
+    }
+}
+
 const COLUMNS: &str = "id, tag, scaling_mode, description, allowed_rmse_pct, run_count, \
      nodes_min, nodes_max, last_run_at, history_version, created_at, updated_at";
 
