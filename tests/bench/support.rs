@@ -75,6 +75,11 @@ impl Drop for Server {
 }
 
 impl Server {
+    /// The service's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// User and system CPU time of the service's process so far, from
     /// /proc/<pid>/stat (in clock ticks of 1/100 s on Linux).
     pub fn cpu_seconds(&self) -> f64 {
