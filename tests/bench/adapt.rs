@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use hyper::Method;
 
-use support::{benchmarking, connect, ready, send, setup, start};
+use support::{Launched, benchmarking, connect, launch, send};
 
 const ROUNDS: usize = 25;
 const NODE_COUNTS: u32 = 64;
@@ -49,12 +49,14 @@ fn main() {
     if !benchmarking() {
         return;
     }
-    let (dir, client) = setup();
-    let data_dir = dir.path().join("data");
-    let server = start(&data_dir);
+    let Launched {
+        dir: _dir,
+        client,
+        server,
+        token,
+    } = launch();
     let port = server.port;
     client.block_on(async {
-        let token = ready(port, &data_dir).await;
         let mut sender = connect(port).await;
         let apps = [("small", 2_000usize), ("large", 200_000)];
         let started = Instant::now();

@@ -25,8 +25,8 @@ use chrono::Utc;
 use hyper::Method;
 
 use support::{
-    CONNECTIONS, Measured, OPEN_PHASE, PHASE, Server, Target, benchmarking, closed_loop, connect,
-    history_body, open_loop, ready, send, setup, start,
+    CONNECTIONS, Launched, Measured, OPEN_PHASE, PHASE, Server, Target, benchmarking, closed_loop,
+    connect, history_body, launch, open_loop, send,
 };
 
 const ROUNDS: usize = 3;
@@ -138,15 +138,14 @@ fn main() {
     if !benchmarking() {
         return;
     }
-    let (dir, client) = setup();
-    let data_dir = dir.path().join("data");
-    let server = start(&data_dir);
+    let Launched {
+        dir: _dir,
+        client,
+        server,
+        token,
+    } = launch();
     let port = server.port;
-    let token = client.block_on(async {
-        let token = ready(port, &data_dir).await;
-        build_system(port, &token).await;
-        token
-    });
+    client.block_on(build_system(port, &token));
 
     let (varied, listed) = (
         Target::post(ADMISSION, VARIED),

@@ -27,7 +27,7 @@ use hyper::Method;
 use tokio::sync::Mutex;
 
 use support::{
-    OPEN_PHASE, Target, benchmarking, connect, history_body, open_loop, ready, send, setup, start,
+    Launched, OPEN_PHASE, Target, benchmarking, connect, launch, open_loop, send, store_history,
 };
 
 /// Warm predictions per second.
@@ -128,34 +128,19 @@ fn main() {
     if !benchmarking() {
         return;
     }
-    let (dir, client) = setup();
-    let data_dir = dir.path().join("data");
-    let server = start(&data_dir);
+    let Launched {
+        dir: _dir,
+        client,
+        server,
+        token,
+    } = launch();
     let port = server.port;
-    let token = client.block_on(async {
-        let token = ready(port, &data_dir).await;
-        let mut sender = connect(port).await;
-        let body = history_body("bench");
-        let (status, _) = send(
-            &mut sender,
-            Method::POST,
-            "/v1/runs/batch",
-            &token,
-            Some(&body),
-        )
-        .await;
-        assert_eq!(status, 200);
-        let (status, _) = send(
-            &mut sender,
-            Method::GET,
-            &PREDICTION.replace("{n}", "5"),
-            &token,
-            None,
-        )
-        .await;
-        assert_eq!(status, 200);
-        token
-    });
+    client.block_on(store_history(
+        port,
+        &token,
+        "bench",
+        &PREDICTION.replace("{n}", "5"),
+    ));
     let target = Target::get(PREDICTION);
     let quiet = client.block_on(open_loop(port, &target, &token, RATE));
 

@@ -14,11 +14,9 @@
 
 mod support;
 
-use hyper::Method;
-
 use support::{
-    CONNECTIONS, Measured, OPEN_LOOP_CONNECTIONS, OPEN_PHASE, PHASE, Target, benchmarking,
-    closed_loop, connect, history_body, open_loop, ready, send, setup, start, with_nodes,
+    CONNECTIONS, Launched, Measured, OPEN_LOOP_CONNECTIONS, OPEN_PHASE, PHASE, Target,
+    benchmarking, closed_loop, launch, open_loop, store_history, with_nodes,
 };
 
 /// Closed-loop phases per endpoint: short phases, alternating, so that the
@@ -33,31 +31,20 @@ fn main() {
     if !benchmarking() {
         return;
     }
-    let (dir, client) = setup();
-    let data_dir = dir.path().join("data");
-    let server = start(&data_dir);
+    let Launched {
+        dir: _dir,
+        client,
+        server,
+        token,
+    } = launch();
     let port = server.port;
-    let token = client.block_on(async {
-        let token = ready(port, &data_dir).await;
-
-        let body = history_body("bench");
-        let mut sender = connect(port).await;
-        let (status, reply) = send(
-            &mut sender,
-            Method::POST,
-            "/v1/runs/batch",
-            &token,
-            Some(&body),
-        )
-        .await;
-        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
-
-        // Warm: the one fit happens here.
-        let warm = with_nodes(PREDICTION, 0);
-        let (status, _) = send(&mut sender, Method::GET, &warm, &token, None).await;
-        assert_eq!(status, 200);
-        token
-    });
+    // Warm: the one fit happens here.
+    client.block_on(store_history(
+        port,
+        &token,
+        "bench",
+        &with_nodes(PREDICTION, 0),
+    ));
 
     // Alternate the two endpoints' closed loops so that a noisy moment of
     // this shared machine does not favour either.

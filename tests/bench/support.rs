@@ -306,6 +306,49 @@ pub fn benchmarking() -> bool {
     std::env::args().any(|a| a == "--bench")
 }
 
+/// A running service and what a benchmark needs to talk to it.
+pub struct Launched {
+    /// The service's data; removed when dropped (after the server stops).
+    pub dir: tempfile::TempDir,
+    pub client: tokio::runtime::Runtime,
+    pub server: Server,
+    pub token: String,
+}
+
+/// Start the release binary on its embedded default in a temporary
+/// directory and wait until it is ready: the service, the client runtime
+/// and the admin token.
+pub fn launch() -> Launched {
+    let (dir, client) = setup();
+    let data_dir = dir.path().join("data");
+    let server = start(&data_dir);
+    let token = client.block_on(ready(server.port, &data_dir));
+    Launched {
+        dir,
+        client,
+        server,
+        token,
+    }
+}
+
+/// Store `history_body(app)` and ask `warm` once, so that the one fit
+/// happens before anything is measured.
+pub async fn store_history(port: u16, token: &str, app: &str, warm: &str) {
+    let mut sender = connect(port).await;
+    let body = history_body(app);
+    let (status, reply) = send(
+        &mut sender,
+        Method::POST,
+        "/v1/runs/batch",
+        token,
+        Some(&body),
+    )
+    .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
+    let (status, reply) = send(&mut sender, Method::GET, warm, token, None).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
+}
+
 /// A temporary directory for the service's data, and the client runtime.
 pub fn setup() -> (tempfile::TempDir, tokio::runtime::Runtime) {
     let dir = tempfile::Builder::new()
