@@ -16,6 +16,15 @@
 # the window; a long outage is caught up in windows of at most
 # JOULECAST_MAX_WINDOW_S.
 #
+# A window is posted in parts of at most JOULECAST_MAX_BODY_BYTES, each a
+# whole number of jobs (a job and its steps stay together). A part the
+# service refuses as too large (413) is halved until it passes; a single job
+# too large even alone is skipped and logged, so that it cannot hold the
+# import back for ever. A busy or unavailable service (429, 503) is retried
+# after its Retry-After (at most JOULECAST_RETRY_MAX_S), in halves, up to
+# JOULECAST_RETRIES times; then the run fails and the next run retries the
+# window.
+#
 # sacct runs with TZ=UTC, so that Start and End (printed in local time) are
 # UTC, which is what the importer assumes. With --state, sacct selects jobs
 # by their state within the window (for COMPLETED: jobs that completed in it;
@@ -48,6 +57,10 @@ JOULECAST_OVERLAP_S=1800
 JOULECAST_SETTLE_S=300
 JOULECAST_FIRST_LOOKBACK_S=7200
 JOULECAST_MAX_WINDOW_S=86400
+# The largest request body sent (the service refuses more than 16 MiB by default).
+JOULECAST_MAX_BODY_BYTES=4194304
+JOULECAST_RETRIES=3
+JOULECAST_RETRY_MAX_S=60
 JOULECAST_STATE_DIR=${STATE_DIRECTORY:-/var/lib/joulecast-import}
 JOULECAST_SACCT=sacct
 JOULECAST_CURL=curl
@@ -83,9 +96,11 @@ comment) extra_field=",Comment" ;;
 wckey) extra_field=",WCKey" ;;
 *) die "JOULECAST_APP_FROM must be jobname, comment or wckey" ;;
 esac
-for n in JOULECAST_OVERLAP_S JOULECAST_SETTLE_S JOULECAST_FIRST_LOOKBACK_S JOULECAST_MAX_WINDOW_S; do
-	[[ ${!n} =~ ^[0-9]+$ ]] || die "$n must be a number of seconds"
+for n in JOULECAST_OVERLAP_S JOULECAST_SETTLE_S JOULECAST_FIRST_LOOKBACK_S JOULECAST_MAX_WINDOW_S \
+	JOULECAST_MAX_BODY_BYTES JOULECAST_RETRIES JOULECAST_RETRY_MAX_S; do
+	[[ ${!n} =~ ^[0-9]+$ ]] || die "$n must be a whole number"
 done
+((JOULECAST_MAX_BODY_BYTES >= 1024)) || die "JOULECAST_MAX_BODY_BYTES must be at least 1024"
 ((JOULECAST_MAX_WINDOW_S > JOULECAST_OVERLAP_S)) || die "JOULECAST_MAX_WINDOW_S must exceed JOULECAST_OVERLAP_S"
 
 token_file=$JOULECAST_INGEST_TOKEN_FILE
@@ -122,9 +137,104 @@ trap 'rm -rf "$tmp"' EXIT
 
 utc() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%S; }
 
+# Splits the sacct output $1 (header line first) into parts of at most $2
+# bytes named $3.NNNN, each with the header and whole jobs: a job's lines
+# (JobID 123, 123.batch, 123.0, ...) go together, in the order the job first
+# appears. A job larger than $2 alone makes a part of its own. Prints the
+# number of parts.
+split_jobs() {
+	LC_ALL=C awk -v max="$2" -v prefix="$3" '
+		NR == 1 { header = $0 "\n"; next }
+		{
+			id = $0; sub(/\|.*/, "", id); sub(/\..*/, "", id)
+			if (!(id in lines)) order[++jobs] = id
+			lines[id] = lines[id] $0 "\n"
+		}
+		function flush() {
+			if (part == "") return
+			file = sprintf("%s.%04d", prefix, ++parts)
+			printf "%s%s", header, part > file
+			close(file)
+			part = ""
+		}
+		END {
+			for (i = 1; i <= jobs; i++) {
+				job = lines[order[i]]
+				if (part != "" && length(header) + length(part) + length(job) > max) flush()
+				part = part job
+			}
+			flush()
+			print parts + 0
+		}' "$1"
+}
+
+# Posts the part $1 (a file); on 413 or when busy, posts it again in halves.
+# $2: the retries left for 429/503 and unreachable. Returns 1 when the
+# service did not take it.
+post_part() {
+	local part=$1 retries=$2 code size halves wait i
+	rm -f "$tmp/answer" "$tmp/headers"
+	code=$("$JOULECAST_CURL" --disable -sS --proto =http,https \
+		--max-time "$JOULECAST_IMPORT_TIMEOUT_S" --connect-timeout 10 \
+		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
+		-H 'Content-Type: text/plain' -H 'Accept: application/json' \
+		--data-binary @"$part" -o "$tmp/answer" -D "$tmp/headers" -w '%{http_code}' \
+		"$JOULECAST_URL/v1/import/sacct?$query" 2>"$tmp/curl.err") || true
+	size=$(wc -c <"$part")
+	case $code in
+	200)
+		log info "$(utc "$from")..$(utc "$to") UTC: $("$JOULECAST_JQ" -r \
+			'"\(.lines) lines: \(.created) created, \(.duplicate) duplicate, \(.skipped | length) skipped, \(.steps) steps"' \
+			"$tmp/answer" 2>/dev/null || echo "imported")"
+		"$JOULECAST_JQ" -r '.skipped[:20][]? | "skipped line \(.line) (job \(.job_id)): \(.reason)"' \
+			"$tmp/answer" 2>/dev/null | while IFS= read -r line; do log info "$line"; done
+		return 0
+		;;
+	413 | 429 | 503 | 000)
+		if [[ $code == 413 ]]; then
+			log warning "$size bytes are too large for the service (413); halving"
+		else
+			if ((retries <= 0)); then
+				log err "import of $(utc "$from")..$(utc "$to") UTC failed (HTTP $code) after $JOULECAST_RETRIES retries:" \
+					"$("$JOULECAST_JQ" -r '.detail // empty' "$tmp/answer" 2>/dev/null | head -c 300)" \
+					"$(head -c 300 "$tmp/curl.err")"
+				return 1
+			fi
+			retries=$((retries - 1))
+			wait=$(awk -F': *' 'tolower($1) == "retry-after" { print $2 + 0; exit }' "$tmp/headers" 2>/dev/null || true)
+			[[ $wait =~ ^[0-9]+$ ]] || wait=1
+			((wait <= JOULECAST_RETRY_MAX_S)) || wait=$JOULECAST_RETRY_MAX_S
+			log warning "service answered HTTP $code; retrying in ${wait}s ($retries retries left)"
+			sleep "$wait"
+		fi
+		halves=$(split_jobs "$part" $(((size + 1) / 2)) "$part")
+		if ((halves < 2)); then
+			if [[ $code == 413 ]]; then
+				log err "job $(awk -F'|' 'NR == 2 { print $1; exit }' "$part") alone ($size bytes) exceeds" \
+					"the service's body limit; skipped (import it with \`joulecast import sacct\`)"
+				return 0
+			fi
+			rm -f "$part".0*
+			post_part "$part" "$retries"
+			return
+		fi
+		for ((i = 1; i <= halves; i++)); do
+			post_part "$(printf '%s.%04d' "$part" "$i")" "$retries" || return 1
+		done
+		return 0
+		;;
+	*)
+		log err "import of $(utc "$from")..$(utc "$to") UTC failed (HTTP ${code:-000}):" \
+			"$("$JOULECAST_JQ" -r '.detail // empty' "$tmp/answer" 2>/dev/null | head -c 300)" \
+			"$(head -c 300 "$tmp/curl.err")"
+		return 1
+		;;
+	esac
+}
+
 # Imports the jobs of one window [$1, $2] (epoch seconds).
 import_window() {
-	local from=$1 to=$2 code records
+	local from=$1 to=$2 records parts i
 	if ! TZ=UTC "$JOULECAST_SACCT" --allusers --parsable2 --format="$format" \
 		--starttime "$(utc "$from")" --endtime "$(utc "$to")" \
 		--state="$JOULECAST_STATES" >"$tmp/sacct.txt" 2>"$tmp/sacct.err"; then
@@ -136,23 +246,11 @@ import_window() {
 		log info "$(utc "$from")..$(utc "$to") UTC: no finished jobs"
 		return 0
 	fi
-	code=$("$JOULECAST_CURL" --disable -sS --proto =http,https \
-		--max-time "$JOULECAST_IMPORT_TIMEOUT_S" --connect-timeout 10 \
-		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
-		-H 'Content-Type: text/plain' -H 'Accept: application/json' \
-		--data-binary @"$tmp/sacct.txt" -o "$tmp/answer" -w '%{http_code}' \
-		"$JOULECAST_URL/v1/import/sacct?$query" 2>"$tmp/curl.err") || true
-	if [[ $code != 200 ]]; then
-		log err "import of $(utc "$from")..$(utc "$to") UTC failed (HTTP ${code:-000}):" \
-			"$("$JOULECAST_JQ" -r '.detail // empty' "$tmp/answer" 2>/dev/null | head -c 300)" \
-			"$(head -c 300 "$tmp/curl.err")"
-		return 1
-	fi
-	log info "$(utc "$from")..$(utc "$to") UTC: $("$JOULECAST_JQ" -r \
-		'"\(.lines) lines: \(.created) created, \(.duplicate) duplicate, \(.skipped | length) skipped, \(.steps) steps"' \
-		"$tmp/answer" 2>/dev/null || echo "imported")"
-	"$JOULECAST_JQ" -r '.skipped[:20][]? | "skipped line \(.line) (job \(.job_id)): \(.reason)"' \
-		"$tmp/answer" 2>/dev/null | while IFS= read -r line; do log info "$line"; done
+	rm -f "$tmp"/part*
+	parts=$(split_jobs "$tmp/sacct.txt" "$JOULECAST_MAX_BODY_BYTES" "$tmp/part")
+	for ((i = 1; i <= parts; i++)); do
+		post_part "$(printf '%s/part.%04d' "$tmp" "$i")" "$JOULECAST_RETRIES" || return 1
+	done
 	return 0
 }
 

@@ -18,6 +18,7 @@ mod outage;
 mod power;
 mod predictions;
 mod runs;
+mod sacct_script;
 mod scalability;
 mod stats;
 mod support;

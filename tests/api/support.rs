@@ -335,3 +335,14 @@ pub fn run(app: &str, job_id: &str, nodes: i64) -> Value {
         "avg_power_w": 1000.0 * nodes as f64,
     })
 }
+
+impl TestApp {
+    /// Serve the router on a loopback port, for clients in other processes;
+    /// the server stops with the test's runtime. Returns its base URL.
+    pub async fn serve(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(axum::serve(listener, self.router.clone()).into_future());
+        url
+    }
+}
