@@ -443,3 +443,43 @@ async fn runs_take_hostlists_and_show_their_bounds() {
             .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, field);
     }
 }
+
+/// The best-node APC model is fitted once per set of node powers (issue 13,
+/// finding 5): a sample that leaves every node's power as it was does not
+/// refit it, a sample that changes one does, once, however many requests
+/// ask at the same time.
+#[tokio::test]
+async fn best_node_models_are_refitted_only_when_node_powers_change() {
+    let pool = crate::support::fresh_pool().await;
+    let state = joulecast::http::AppState::new(pool.clone(), Default::default());
+    let models = state.models.clone();
+    let app = TestApp::with_router(pool, joulecast::http::router_from(state)).await;
+    with_bounded_app(&app).await;
+    let ask = "/v1/apps/bnd/predictions?nodes=3&metric=apc&workload=stress";
+    let bounds = |reply: &crate::support::Reply| {
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert_eq!(
+            reply.body["apc_bounds"]["source"], "model",
+            "{:#}",
+            reply.body
+        );
+        reply.body["apc_bounds"]["best_w"].as_f64().unwrap()
+    };
+    let first = bounds(&app.get(ask, &app.read).await);
+    let fitted = models.counters();
+
+    // n1 draws 180 W again: its mean, and so every node's power, is unchanged.
+    post_samples(&app, vec![sample("n1", 180.0, 4)]).await;
+    assert_eq!(bounds(&app.get(ask, &app.read).await), first);
+    assert_eq!(models.counters(), fitted, "same powers, no refit");
+
+    // n4 now averages 250 W: P_max moves, the model is fitted once more,
+    // by one of the requests that ask together.
+    post_samples(&app, vec![sample("n4", 260.0, 4)]).await;
+    let together: Vec<_> = (0..8).map(|_| app.get(ask, &app.read)).collect();
+    let answers = futures_util::future::join_all(together).await;
+    let best: Vec<f64> = answers.iter().map(bounds).collect();
+    assert!(best.iter().all(|b| *b == best[0]), "{best:?}");
+    assert_ne!(best[0], first);
+    assert_eq!(models.counters(), (fitted.0 + 1, fitted.1 + 1));
+}
