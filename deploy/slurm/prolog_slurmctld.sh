@@ -33,6 +33,7 @@
 set -u
 export PATH=/usr/bin:/bin:/usr/sbin:/sbin
 umask 077
+prolog_started_s=$(date +%s)
 
 JOULECAST_URL="http://joulecast.example.org:8080"
 # A `schedule` token, readable by SlurmUser only.
@@ -134,6 +135,13 @@ if [[ ${SLURM_JOB_START_TIME:-} =~ ^[0-9]+$ && ${SLURM_JOB_END_TIME:-} =~ ^[0-9]
 	fi
 fi
 
+# When the job started: Slurm's own time where the environment has it (not in
+# 22.05), else this prolog's, which runs as the job starts. The service
+# refuses a start dated at or before an end it was already told of, so a
+# start that reaches it late (after a timeout here, overtaken by the epilog)
+# cannot reserve power for a job that is gone.
+start_s=${SLURM_JOB_START_TIME:-$prolog_started_s}
+
 body=$("$JOULECAST_JQ" -cn \
 	--arg source "$source_name" \
 	--arg job_id "$job_id" \
@@ -142,7 +150,7 @@ body=$("$JOULECAST_JQ" -cn \
 	--arg node_list "$node_list" \
 	--arg partition "${SLURM_JOB_PARTITION:-}" \
 	--arg account "${SLURM_JOB_ACCOUNT:-}" \
-	--arg start "${SLURM_JOB_START_TIME:-}" \
+	--arg start "$start_s" \
 	--arg limit "$limit_s" \
 	--argjson force "$JOULECAST_FORCE" \
 	'def opt(k; v): if v == "" then {} else {(k): v} end;

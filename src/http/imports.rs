@@ -106,5 +106,7 @@ pub async fn import_sacct(
     for tag in &summary.apps {
         state.caches.forget_app(tag);
     }
+    // Jobs whose runs were imported stopped running in the same transaction.
+    state.caches.forget_load();
     Ok(axum::Json(summary))
 }

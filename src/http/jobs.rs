@@ -193,6 +193,12 @@ pub(super) async fn estimate(
 ///
 /// Idempotent: reporting a running `(source, job_id)` again answers 200 with
 /// the job as stored.
+///
+/// Race-free with the end: a job stored as a run is never stored as running,
+/// and a start that arrives after the job's end was reported (a prolog that
+/// gave up waiting, overtaken by the epilog) is refused when its `started_at`
+/// is at or before that end. Send `started_at`: without it the start is
+/// taken as now, after any end.
 #[utoipa::path(post, path = "/v1/jobs", tag = "jobs",
     request_body = JobInput,
     security(("bearer" = ["schedule"])),
@@ -202,7 +208,7 @@ pub(super) async fn estimate(
         (status = 400, description = "Malformed JSON or node list", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "This (source, job_id) is already a finished run (`errors` names `job_id`); or the job does not fit under a cap or its budget, and was not stored (`admission` says why)", body = Refusal, content_type = "application/problem+json"),
+        (status = 409, description = "This (source, job_id) is already a finished run or its end was reported, while it was not running, at or after this start's `started_at` (`errors` names `job_id`); or the job does not fit under a cap or its budget, and was not stored (`admission` says why)", body = Refusal, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid job, or unknown nodes", body = Problem, content_type = "application/problem+json"),
@@ -237,17 +243,12 @@ pub async fn start_job(
     let Some((nodes, scope)) = shape.check(&state, &mut problems) else {
         return Err(ApiError::Invalid(problems));
     };
+    // Checked again under the lock; here, to spare a prediction.
     if store::runs::id_by_key(&state.pool, &input.source, &input.job_id)
         .await?
         .is_some()
     {
-        return Err(ApiError::Conflict {
-            detail: format!(
-                "job {} of {} has already finished and is stored as a run",
-                input.job_id, input.source
-            ),
-            errors: vec![FieldError::new("job_id", "names a finished run")],
-        });
+        return Err(already_finished(&input.source, &input.job_id));
     }
     let app = store::apps::ensure(&state.pool, &input.app).await?;
     // Predicting may fit a model: done before the lock is taken.
@@ -265,6 +266,29 @@ pub async fn start_job(
             axum::Json(Job::from_row(row, now, state.settings.expiry)),
         )
             .into_response());
+    }
+    // Under the lock, a run stored meanwhile, or an end reported before this
+    // start arrived, is seen: the job would otherwise never be released.
+    if store::runs::id_by_key(&mut *tx, &input.source, &input.job_id)
+        .await?
+        .is_some()
+    {
+        return Err(already_finished(&input.source, &input.job_id));
+    }
+    if let Some(ended_at) = store::jobs::ended_at(&mut *tx, &input.source, &input.job_id).await?
+        && started_at <= ended_at
+    {
+        return Err(ApiError::Conflict {
+            detail: format!(
+                "job {} of {} was reported ended at {ended_at} while not running, \
+                 after this start ({started_at}); it was not stored",
+                input.job_id, input.source
+            ),
+            errors: vec![FieldError::new(
+                "job_id",
+                "names a job whose end was reported before its start arrived",
+            )],
+        });
     }
     let candidate = Candidate {
         app: &input.app,
@@ -307,6 +331,13 @@ pub async fn start_job(
     let mut job = Job::from_row(row, Utc::now(), state.settings.expiry);
     job.admission = Some(admission);
     Ok((status, axum::Json(job)).into_response())
+}
+
+fn already_finished(source: &str, job_id: &str) -> ApiError {
+    ApiError::Conflict {
+        detail: format!("job {job_id} of {source} has already finished and is stored as a run"),
+        errors: vec![FieldError::new("job_id", "names a finished run")],
+    }
 }
 
 /// A job start refused: 409. `admission` is the decision when the job did
@@ -464,7 +495,7 @@ pub struct Finished {
         (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such job, running or finished", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such job, running or finished; the end is remembered, so that a start of it reported later is refused", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already finished with other values", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
@@ -477,8 +508,22 @@ pub async fn finish_job(
     Path((source, job_id)): Path<(String, String)>,
     Json(input): Json<FinishInput>,
 ) -> ApiResult<axum::Json<Finished>> {
-    let Some(job) = store::jobs::get(&state.pool, &source, &job_id).await? else {
-        // Finished before (or never started).
+    let job = loop {
+        if let Some(job) = store::jobs::get(&state.pool, &source, &job_id).await? {
+            break Some(job);
+        }
+        // Finished before, or its start has not arrived (yet).
+        if store::runs::id_by_key(&state.pool, &source, &job_id)
+            .await?
+            .is_some()
+        {
+            break None;
+        }
+        if remember_end_unless_running(&state, &source, &job_id).await? {
+            return Err(ApiError::NotFound(format!("no job {job_id} of {source}")));
+        }
+    };
+    let Some(job) = job else {
         let id = store::runs::id_by_key(&state.pool, &source, &job_id)
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("no job {job_id} of {source}")))?;
@@ -521,11 +566,11 @@ pub async fn finish_job(
         account: job.account.clone(),
     };
     let run = ingest::validate(draft, Utc::now()).map_err(ApiError::Invalid)?;
-    let (_, id) = store_one(&state, run, "this job").await?;
-    // The run is committed; only now does the job stop counting. Should this
-    // fail, reporting the end again finds the run and removes the job.
-    store::jobs::delete(&state.pool, &source, &job_id).await?;
+    // The run and the job's removal commit together (store::runs::insert_batch),
+    // also when the run was stored before with other values (409).
+    let stored = store_one(&state, run, "this job").await;
     state.caches.forget_load();
+    let (_, id) = stored?;
     let row = store::runs::get(&state.pool, id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("run {id} vanished after it was stored"))?;
@@ -544,7 +589,7 @@ pub async fn finish_job(
         (status = 204, description = "Removed"),
         (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such running job", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such running job; the end is remembered, so that a start of it reported later is refused", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn cancel_job(
@@ -552,12 +597,34 @@ pub async fn cancel_job(
     State(state): State<AppState>,
     Path((source, job_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    if store::jobs::delete(&state.pool, &source, &job_id).await? {
+    let mut tx = state.pool.begin().await?;
+    store::power::lock_admission(&mut *tx).await?;
+    if store::jobs::delete(&mut *tx, &source, &job_id).await? {
+        tx.commit().await?;
         state.caches.forget_load();
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::NotFound(format!(
-            "no running job {job_id} of {source}"
-        )))
+        return Ok(StatusCode::NO_CONTENT);
     }
+    store::jobs::remember_end(&mut tx, &source, &job_id, Utc::now()).await?;
+    tx.commit().await?;
+    Err(ApiError::NotFound(format!(
+        "no running job {job_id} of {source}"
+    )))
+}
+
+/// Remember the end of `(source, job_id)` reported while it is not running,
+/// so that its start, if it arrives later, is refused rather than reserving
+/// power. False (and nothing remembered) if it is running by now.
+async fn remember_end_unless_running(
+    state: &AppState,
+    source: &str,
+    job_id: &str,
+) -> sqlx::Result<bool> {
+    let mut tx = state.pool.begin().await?;
+    store::power::lock_admission(&mut *tx).await?;
+    if store::jobs::get(&mut *tx, source, job_id).await?.is_some() {
+        return Ok(false);
+    }
+    store::jobs::remember_end(&mut tx, source, job_id, Utc::now()).await?;
+    tx.commit().await?;
+    Ok(true)
 }

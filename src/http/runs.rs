@@ -272,6 +272,8 @@ pub(super) async fn store_runs(
     for tag in &tags {
         state.caches.forget_app(tag);
     }
+    // Jobs whose runs these are stopped running in the same transaction.
+    state.caches.forget_load();
     Ok(ingested)
 }
 

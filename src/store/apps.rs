@@ -65,7 +65,8 @@ pub struct BatchApps {
 
 /// Create the applications named by `tags` that do not exist yet, and lock
 /// all of them (in id order, so concurrent batches cannot deadlock) until the
-/// transaction ends.
+/// transaction ends. `FOR NO KEY UPDATE`: batches wait for each other, but a
+/// job start (which only references the row) does not wait for a batch.
 pub async fn ensure_and_lock(conn: &mut PgConnection, tags: &[&str]) -> sqlx::Result<BatchApps> {
     let created: Vec<i64> = sqlx::query_scalar(
         "INSERT INTO applications (tag)
@@ -77,7 +78,7 @@ pub async fn ensure_and_lock(conn: &mut PgConnection, tags: &[&str]) -> sqlx::Re
     .fetch_all(&mut *conn)
     .await?;
     let rows: Vec<(i64, String)> = sqlx::query_as(
-        "SELECT id, tag FROM applications WHERE tag = ANY($1) ORDER BY id FOR UPDATE",
+        "SELECT id, tag FROM applications WHERE tag = ANY($1) ORDER BY id FOR NO KEY UPDATE",
     )
     .bind(tags)
     .fetch_all(&mut *conn)

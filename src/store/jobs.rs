@@ -125,6 +125,74 @@ async fn notify_load(executor: impl PgExecutor<'_>) -> sqlx::Result<()> {
     Ok(())
 }
 
+/// How long the end of a job that was not running is remembered.
+const END_MEMORY: &str = "7 days";
+
+/// Remember that `(source, job_id)` was reported ended at `at` while it was
+/// not running: a start of an attempt that began before then, reported
+/// later, is refused (see `ended_at`). Forgets ends older than a week.
+pub async fn remember_end(
+    conn: &mut PgConnection,
+    source: &str,
+    job_id: &str,
+    at: DateTime<Utc>,
+) -> sqlx::Result<()> {
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DELETE FROM job_ends WHERE ended_at < now() - interval '{END_MEMORY}'"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "INSERT INTO job_ends (source, job_id, ended_at) VALUES ($1, $2, $3)
+         ON CONFLICT (source, job_id)
+         DO UPDATE SET ended_at = GREATEST(job_ends.ended_at, EXCLUDED.ended_at)",
+    )
+    .bind(source)
+    .bind(job_id)
+    .bind(at)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// When `(source, job_id)` was last reported ended while not running.
+pub async fn ended_at(
+    executor: impl PgExecutor<'_>,
+    source: &str,
+    job_id: &str,
+) -> sqlx::Result<Option<DateTime<Utc>>> {
+    sqlx::query_scalar("SELECT ended_at FROM job_ends WHERE source = $1 AND job_id = $2")
+        .bind(source)
+        .bind(job_id)
+        .fetch_optional(executor)
+        .await
+}
+
+/// Remove the running jobs that these (source, job_id) keys name, because
+/// they are stored as runs now. Takes the admission lock, so that a start in
+/// flight either committed before (and is removed here) or waits and then
+/// sees the run (and is refused): no job is left running after its run.
+pub async fn release_finished(
+    conn: &mut PgConnection,
+    sources: &[&str],
+    job_ids: &[&str],
+) -> sqlx::Result<u64> {
+    super::power::lock_admission(&mut *conn).await?;
+    let released = sqlx::query(
+        "DELETE FROM jobs WHERE (source, job_id) IN
+             (SELECT * FROM unnest($1::text[], $2::text[]))",
+    )
+    .bind(sources)
+    .bind(job_ids)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if released > 0 {
+        notify_load(&mut *conn).await?;
+    }
+    Ok(released)
+}
+
 /// Remove a job (notifying the change); whether it was there.
 pub async fn delete(
     executor: impl PgExecutor<'_>,

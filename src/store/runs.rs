@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 
-use super::apps;
 use super::stats::{run_stats_aggregates, run_stats_columns};
+use super::{apps, jobs};
 
 /// Which of energy, power and duration was computed from the other two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +112,7 @@ const SELECT_RUN: &str = "SELECT r.id, a.tag AS app, r.source, r.job_id, r.nodes
 /// unknown applications and keeping each application's statistics, its
 /// per-node-count sufficient statistics (`run_stats`) and history version up
 /// to date. Runs whose key is already stored are left alone and
-/// returned as `Existing`. Call inside a transaction: nothing is visible to
+/// returned as `Existing`. Running jobs with these keys are removed. Call inside a transaction: nothing is visible to
 /// others until it commits.
 pub async fn insert_batch(
     conn: &mut PgConnection,
@@ -259,6 +259,14 @@ pub async fn insert_batch(
             .map(|row| ((row.source.clone(), row.job_id.clone()), row))
             .collect()
     };
+
+    // Every key is a run now, whether created here or before: its job ends.
+    jobs::release_finished(
+        &mut *conn,
+        &runs.iter().map(|r| r.source.as_str()).collect::<Vec<_>>(),
+        &runs.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>(),
+    )
+    .await?;
 
     runs.iter()
         .map(|r| {

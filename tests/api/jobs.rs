@@ -286,3 +286,118 @@ async fn reservations_expire_at_the_time_limit_plus_grace_or_the_maximum() {
         .collect();
     assert_eq!(counted, ["live", "recent"], "{headroom:#}");
 }
+
+/// A run stored for a running job, by any path, ends the job in the same
+/// transaction; an end reported before the start arrived refuses that start
+/// but not a later attempt (issue 13: start and epilog race-free).
+#[tokio::test]
+async fn a_job_never_stays_running_after_its_end() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let start = |job: &str| json!({"source": "clusterA", "job_id": job, "app": "lin", "nodes": 2});
+    let running = |app: &TestApp| {
+        let app = app.clone();
+        async move {
+            let jobs = app.get("/v1/jobs", &app.read).await;
+            jobs.body["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| j["job_id"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+
+    // The run arrives through /v1/runs (an import) while the job runs.
+    let reply = app.post("/v1/jobs", &app.schedule, &start("a")).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    app.ingest(&run("lin", "a", 2)).await;
+    assert!(running(&app).await.is_empty());
+    // Finishing it now finds the run: nothing more is stored.
+    let reply = app
+        .post("/v1/jobs/clusterA/a/finish", &app.schedule, &json!({}))
+        .await;
+    assert_eq!(reply.body["status"], "already_finished", "{:#}", reply.body);
+
+    // An import stores the run with other values than the finish reports:
+    // the job ended with the import, and the finish changes nothing.
+    let reply = app.post("/v1/jobs", &app.schedule, &start("b")).await;
+    assert_eq!(reply.status, StatusCode::CREATED);
+    let mut other = run("lin", "b", 2);
+    other["energy_j"] = json!(5.0e6);
+    let stored = app.post("/v1/runs", &app.ingest, &other).await;
+    assert_eq!(stored.status, StatusCode::CREATED, "{:#}", stored.body);
+    let reply = app
+        .post(
+            "/v1/jobs/clusterA/b/finish",
+            &app.schedule,
+            &json!({"energy_j": 1.0e6}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["status"], "already_finished");
+    assert!(running(&app).await.is_empty());
+
+    // The epilog overtakes a start (the prolog gave up waiting): the end is
+    // remembered, and the late start, dated before it, is refused.
+    let started_at = (Utc::now() - Duration::seconds(30)).to_rfc3339();
+    app.call(
+        Method::DELETE,
+        "/v1/jobs/clusterA/c",
+        Some(&app.schedule),
+        None,
+    )
+    .await
+    .assert_problem(StatusCode::NOT_FOUND);
+    let mut late = start("c");
+    late["started_at"] = json!(started_at);
+    app.post("/v1/jobs", &app.schedule, &late)
+        .await
+        .assert_field_error(StatusCode::CONFLICT, "job_id");
+    assert!(running(&app).await.is_empty());
+    // A finish of an unknown job is remembered the same way.
+    app.post("/v1/jobs/clusterA/d/finish", &app.schedule, &json!({}))
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    let mut late = start("d");
+    late["started_at"] = json!(started_at);
+    app.post("/v1/jobs", &app.schedule, &late)
+        .await
+        .assert_field_error(StatusCode::CONFLICT, "job_id");
+    // A later attempt of the same job (requeued) starts after that end.
+    let reply = app.post("/v1/jobs", &app.schedule, &start("c")).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(running(&app).await, ["c"]);
+}
+
+/// Starts racing the runs of the same jobs: whichever commits first, no job
+/// is left running once its run is stored.
+#[tokio::test]
+async fn starts_racing_their_runs_leave_no_job_running() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let mut tasks = Vec::new();
+    for i in 0..24 {
+        let job = format!("r{i}");
+        let (a, b) = (app.clone(), app.clone());
+        let body = json!({"source": "clusterA", "job_id": job, "app": "lin", "nodes": 2});
+        tasks.push(tokio::spawn(async move {
+            a.post("/v1/jobs", &a.schedule, &body).await.status
+        }));
+        tasks.push(tokio::spawn(async move {
+            b.post("/v1/runs", &b.ingest, &run("lin", &job, 2))
+                .await
+                .status
+        }));
+    }
+    for task in tasks {
+        let status = task.await.unwrap();
+        assert!(
+            [StatusCode::CREATED, StatusCode::OK, StatusCode::CONFLICT].contains(&status),
+            "{status}"
+        );
+    }
+    let jobs = app.get("/v1/jobs", &app.read).await;
+    assert_eq!(jobs.body["items"], json!([]), "{:#}", jobs.body);
+    assert_eq!(app.run_count().await, 5 + 24);
+}
