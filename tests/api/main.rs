@@ -20,5 +20,6 @@ mod predictions;
 mod runs;
 mod sacct_script;
 mod scalability;
+mod stateful;
 mod stats;
 mod support;
