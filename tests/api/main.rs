@@ -20,6 +20,7 @@ mod predictions;
 mod runs;
 mod sacct_script;
 mod scalability;
+mod schemathesis;
 mod stateful;
 mod stats;
 mod support;
