@@ -103,22 +103,31 @@ fn nix_kill(pid: u32) -> std::io::Result<()> {
     }
 }
 
+/// The release binary on its embedded default in `data_dir`.
 pub fn start(data_dir: &Path) -> Server {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_joulecast"))
-        .env_remove("DATABASE_URL")
-        .env("JOULECAST_DATA_DIR", data_dir)
-        .env("JOULECAST_LOG", "warn")
-        .envs(std::env::vars().filter(|(k, _)| k.starts_with("V")))
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start joulecast");
-    Server { child, port }
+    Server::spawn(&[], data_dir)
+}
+
+impl Server {
+    /// The release binary with `envs` (such as `DATABASE_URL`) on a free
+    /// loopback port, its embedded data (if any) in `data_dir`.
+    pub fn spawn(envs: &[(&str, &str)], data_dir: &Path) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_joulecast"))
+            .env_remove("DATABASE_URL")
+            .env("JOULECAST_DATA_DIR", data_dir)
+            .env("JOULECAST_LOG", "warn")
+            .envs(envs.iter().copied())
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start joulecast");
+        Server { child, port }
+    }
 }
 
 pub async fn connect(port: u16) -> SendRequest<Full<Bytes>> {
@@ -284,6 +293,13 @@ pub async fn open_loop(port: u16, target: &Target, token: &str, rate: f64) -> Me
 
 /// Wait until the service answers /readyz; its admin token.
 pub async fn ready(port: u16, data_dir: &Path) -> String {
+    wait_ready(port).await;
+    let token = std::fs::read_to_string(data_dir.join("admin-token")).unwrap();
+    token.trim().to_owned()
+}
+
+/// Wait until the service answers /readyz.
+pub async fn wait_ready(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         if let Ok(stream) = TcpStream::connect(("127.0.0.1", port)).await {
@@ -296,8 +312,6 @@ pub async fn ready(port: u16, data_dir: &Path) -> String {
         assert!(Instant::now() < deadline, "joulecast did not start");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let token = std::fs::read_to_string(data_dir.join("admin-token")).unwrap();
-    token.trim().to_owned()
 }
 
 /// Whether this run was started by `cargo bench` (which passes --bench);
