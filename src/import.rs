@@ -44,6 +44,10 @@ pub struct Summary {
     pub skipped: Vec<SkippedLine>,
     /// Applications that gained runs.
     pub apps: Vec<String>,
+    /// Applications removed because the jobs the imported runs ended left
+    /// them without runs or jobs: for the caches, not part of the answer.
+    #[serde(skip)]
+    pub removed_apps: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +105,7 @@ pub async fn sacct(
             .collect();
         let ingested =
             ingest::ingest(pool, chunk.into_iter().map(|(_, r)| Ok(r)).collect(), false).await?;
+        summary.removed_apps.extend(ingested.removed_apps);
         for ((line, job_id, app), outcome) in lines.into_iter().zip(ingested.outcomes) {
             match outcome {
                 Outcome::Created(_) => {

@@ -299,6 +299,9 @@ pub struct Ingested {
     pub outcomes: Vec<Outcome>,
     /// False when an atomic batch was refused and nothing was stored.
     pub committed: bool,
+    /// Applications removed because the jobs these runs ended left them
+    /// without runs or jobs (`store::apps::remove_if_unused`).
+    pub removed_apps: Vec<String>,
 }
 
 /// Store the valid items; answer for each. The answer is given only after the
@@ -350,6 +353,7 @@ pub async fn ingest(
             return Ok(Ingested {
                 outcomes,
                 committed: false,
+                removed_apps: Vec::new(),
             });
         }
     }
@@ -359,8 +363,8 @@ pub async fn ingest(
     loop {
         attempt += 1;
         let mut tx = pool.begin().await?;
-        let inserted = match store::runs::insert_batch(&mut tx, &to_insert).await {
-            Ok(inserted) => inserted,
+        let batch = match store::runs::insert_batch(&mut tx, &to_insert).await {
+            Ok(batch) => batch,
             Err(error) if store::is_retryable(&error) && attempt < 3 => {
                 tracing::debug!(%error, attempt, "retrying a batch after a transient conflict");
                 continue;
@@ -370,7 +374,7 @@ pub async fn ingest(
         // The run each key names now: (id, its values, created by this batch).
         let named: HashMap<usize, (i64, Cow<'_, NewRun>, bool)> = firsts
             .iter()
-            .zip(inserted)
+            .zip(batch.inserted)
             .map(|(&j, inserted)| match inserted {
                 Inserted::Created(id) => (j, (id, Cow::Borrowed(valid(&items, j)), true)),
                 Inserted::Existing(row) => {
@@ -412,12 +416,14 @@ pub async fn ingest(
             return Ok(Ingested {
                 outcomes,
                 committed: false,
+                removed_apps: Vec::new(),
             });
         }
         tx.commit().await?;
         return Ok(Ingested {
             outcomes,
             committed: true,
+            removed_apps: batch.removed_apps,
         });
     }
 }

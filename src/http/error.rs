@@ -192,6 +192,12 @@ impl From<sqlx::Error> for ApiError {
                 tracing::warn!(%error, "database unavailable");
                 ApiError::Unavailable("the database is unavailable; retry later")
             }
+            // A deadlock or serialization failure between concurrent writes
+            // (40P01, 40001): PostgreSQL rolled this one back; it may be retried.
+            sqlx::Error::Database(_) if crate::store::is_retryable(&error) => {
+                tracing::warn!(%error, "a write lost a race with another; asked to retry");
+                ApiError::Unavailable("a concurrent write got in the way; retry")
+            }
             // Data exceptions (22): a value PostgreSQL cannot take. Validation
             // should have caught it; answer for the request, and log the miss.
             sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("22")) => {

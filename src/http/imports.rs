@@ -103,7 +103,7 @@ pub async fn import_sacct(
         Err(ImportError::Header(e)) => return Err(ApiError::invalid("body", e.to_string())),
         Err(ImportError::Database(e)) => return Err(e.into()),
     };
-    for tag in &summary.apps {
+    for tag in summary.apps.iter().chain(&summary.removed_apps) {
         state.caches.forget_app(tag);
     }
     // Jobs whose runs were imported stopped running in the same transaction.

@@ -250,9 +250,14 @@ pub async fn start_job(
     {
         return Err(already_finished(&input.source, &input.job_id));
     }
-    let app = store::apps::ensure(&state.pool, &input.app).await?;
-    // Predicting may fit a model: done before the lock is taken.
-    let estimate = estimate(&state, Some(&app), nodes, &scope).await?;
+    // Predicting may fit a model: done before the lock is taken. An unknown
+    // application is only created below, once the job is admitted.
+    let known = match super::apps::find_app(&state, &input.app).await {
+        Ok(app) => Some(app),
+        Err(ApiError::NotFound(_)) => None,
+        Err(e) => return Err(e),
+    };
+    let estimate = estimate(&state, known.as_deref(), nodes, &scope).await?;
     let now = Utc::now();
     let started_at = input.started_at.unwrap_or(now);
 
@@ -304,6 +309,15 @@ pub async fn start_job(
         drop(tx);
         return Ok(refused(&input.job_id, admission));
     }
+    // Under the lock: an application left without runs or jobs is removed
+    // under it too (store::apps::remove_if_unused), so this one stays.
+    // Looked up before it is created: inserting a tag, even one that exists,
+    // waits for a batch that is updating its row, and that batch may be
+    // waiting for this lock.
+    let app = match store::apps::get(&mut *tx, &input.app).await? {
+        Some(app) => app,
+        None => store::apps::ensure(&mut tx, &input.app).await?,
+    };
     let job = NewJob {
         source: input.source,
         job_id: input.job_id,
@@ -599,9 +613,12 @@ pub async fn cancel_job(
 ) -> ApiResult<StatusCode> {
     let mut tx = state.pool.begin().await?;
     store::power::lock_admission(&mut *tx).await?;
-    if store::jobs::delete(&mut *tx, &source, &job_id).await? {
+    if let Some(removed) = store::jobs::delete(&mut tx, &source, &job_id).await? {
         tx.commit().await?;
         state.caches.forget_load();
+        for tag in &removed {
+            state.caches.forget_app(tag);
+        }
         return Ok(StatusCode::NO_CONTENT);
     }
     store::jobs::remember_end(&mut tx, &source, &job_id, Utc::now()).await?;

@@ -269,7 +269,7 @@ pub(super) async fn store_runs(
     tags.sort_unstable();
     tags.dedup();
     let ingested = ingest::ingest(&state.pool, items, atomic).await?;
-    for tag in &tags {
+    for tag in tags.iter().chain(&ingested.removed_apps) {
         state.caches.forget_app(tag);
     }
     // Jobs whose runs these are stopped running in the same transaction.

@@ -166,10 +166,41 @@ pub async fn list(
 
 /// The application `tag`, created with default metadata if it does not exist
 /// (existing metadata is left alone).
-pub async fn ensure(executor: impl PgExecutor<'_> + Copy, tag: &str) -> sqlx::Result<AppRow> {
+pub async fn ensure(conn: &mut PgConnection, tag: &str) -> sqlx::Result<AppRow> {
     sqlx::query("INSERT INTO applications (tag) VALUES ($1) ON CONFLICT (tag) DO NOTHING")
         .bind(tag)
-        .execute(executor)
+        .execute(&mut *conn)
         .await?;
-    get(executor, tag).await?.ok_or(sqlx::Error::RowNotFound)
+    get(&mut *conn, tag).await?.ok_or(sqlx::Error::RowNotFound)
+}
+
+/// Remove the applications among `ids` that have no run, no job and no
+/// settings: those a job start created for a name that never gave a run (the
+/// job was cancelled, or its run was stored under another name). Job names
+/// are free text, so without this every one would stay an application.
+/// Call under the admission lock, under which job starts create them.
+/// The tags removed (every replica is told, when the transaction commits).
+pub async fn remove_if_unused(conn: &mut PgConnection, ids: &[i64]) -> sqlx::Result<Vec<String>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query_scalar(
+        // SKIP LOCKED: a row locked by a batch is gaining runs; waiting for
+        // it under the admission lock could deadlock with that batch.
+        "WITH removed AS (
+             DELETE FROM applications WHERE id IN (
+                 SELECT a.id FROM applications a
+                 WHERE a.id = ANY($1) AND a.run_count = 0
+                   AND a.scaling_mode = 'unknown' AND a.description = ''
+                   AND a.allowed_rmse_pct IS NULL
+                   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.app_id = a.id)
+                 FOR UPDATE SKIP LOCKED
+             )
+             RETURNING tag
+         )
+         SELECT tag FROM removed, pg_notify('joulecast', 'app:' || tag)",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await
 }

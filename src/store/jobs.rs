@@ -172,40 +172,49 @@ pub async fn ended_at(
 /// they are stored as runs now. Takes the admission lock, so that a start in
 /// flight either committed before (and is removed here) or waits and then
 /// sees the run (and is refused): no job is left running after its run.
+/// The tags of the applications this leaves unused, and removes.
 pub async fn release_finished(
     conn: &mut PgConnection,
     sources: &[&str],
     job_ids: &[&str],
-) -> sqlx::Result<u64> {
+) -> sqlx::Result<Vec<String>> {
     super::power::lock_admission(&mut *conn).await?;
-    let released = sqlx::query(
+    let apps: Vec<i64> = sqlx::query_scalar(
         "DELETE FROM jobs WHERE (source, job_id) IN
-             (SELECT * FROM unnest($1::text[], $2::text[]))",
+             (SELECT * FROM unnest($1::text[], $2::text[]))
+         RETURNING app_id",
     )
     .bind(sources)
     .bind(job_ids)
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    if released > 0 {
-        notify_load(&mut *conn).await?;
+    .fetch_all(&mut *conn)
+    .await?;
+    if apps.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(released)
+    notify_load(&mut *conn).await?;
+    super::apps::remove_if_unused(&mut *conn, &apps).await
 }
 
-/// Remove a job (notifying the change); whether it was there.
+/// Remove a job (notifying the change), and its application if that is left
+/// unused (`store::apps::remove_if_unused`): `None` if there was no such job,
+/// else the tags of the applications removed. Call under the admission lock.
 pub async fn delete(
-    executor: impl PgExecutor<'_>,
+    conn: &mut PgConnection,
     source: &str,
     job_id: &str,
-) -> sqlx::Result<bool> {
-    let deleted: Option<i64> = sqlx::query_scalar(
+) -> sqlx::Result<Option<Vec<String>>> {
+    let app: Option<i64> = sqlx::query_scalar(
         "DELETE FROM jobs WHERE source = $1 AND job_id = $2
-         RETURNING id, pg_notify('joulecast', 'load') IS NULL AS _notified",
+         RETURNING app_id, pg_notify('joulecast', 'load') IS NULL AS _notified",
     )
     .bind(source)
     .bind(job_id)
-    .fetch_optional(executor)
+    .fetch_optional(&mut *conn)
     .await?;
-    Ok(deleted.is_some())
+    match app {
+        Some(app) => Ok(Some(
+            super::apps::remove_if_unused(&mut *conn, &[app]).await?,
+        )),
+        None => Ok(None),
+    }
 }

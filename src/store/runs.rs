@@ -108,18 +108,25 @@ const SELECT_RUN: &str = "SELECT r.id, a.tag AS app, r.source, r.job_id, r.nodes
      r.energy_j, r.avg_power_w, r.duration_s, r.derived, r.started_at, r.ended_at, r.quality, \
      r.account, r.ingested_at FROM runs r JOIN applications a ON a.id = r.app_id";
 
+/// What `insert_batch` did.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// For each run, in order.
+    pub inserted: Vec<Inserted>,
+    /// Applications removed because the jobs these runs ended left them
+    /// unused (`apps::remove_if_unused`).
+    pub removed_apps: Vec<String>,
+}
+
 /// Insert `runs` (whose (source, job_id) keys must be distinct), creating
 /// unknown applications and keeping each application's statistics, its
 /// per-node-count sufficient statistics (`run_stats`) and history version up
 /// to date. Runs whose key is already stored are left alone and
 /// returned as `Existing`. Running jobs with these keys are removed. Call inside a transaction: nothing is visible to
 /// others until it commits.
-pub async fn insert_batch(
-    conn: &mut PgConnection,
-    runs: &[&NewRun],
-) -> sqlx::Result<Vec<Inserted>> {
+pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Result<Batch> {
     if runs.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Batch::default());
     }
     let mut tags: Vec<&str> = runs.iter().map(|r| r.app.as_str()).collect();
     tags.sort_unstable();
@@ -261,14 +268,15 @@ pub async fn insert_batch(
     };
 
     // Every key is a run now, whether created here or before: its job ends.
-    jobs::release_finished(
+    let removed_apps = jobs::release_finished(
         &mut *conn,
         &runs.iter().map(|r| r.source.as_str()).collect::<Vec<_>>(),
         &runs.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>(),
     )
     .await?;
 
-    runs.iter()
+    let inserted = runs
+        .iter()
         .map(|r| {
             let key = (r.source.clone(), r.job_id.clone());
             if let Some(id) = created.remove(&key) {
@@ -284,7 +292,11 @@ pub async fn insert_batch(
                 )))
             }
         })
-        .collect()
+        .collect::<sqlx::Result<Vec<Inserted>>>()?;
+    Ok(Batch {
+        inserted,
+        removed_apps,
+    })
 }
 
 pub async fn get(executor: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Option<RunRow>> {

@@ -382,22 +382,102 @@ async fn starts_racing_their_runs_leave_no_job_running() {
         let (a, b) = (app.clone(), app.clone());
         let body = json!({"source": "clusterA", "job_id": job, "app": "lin", "nodes": 2});
         tasks.push(tokio::spawn(async move {
-            a.post("/v1/jobs", &a.schedule, &body).await.status
+            a.post("/v1/jobs", &a.schedule, &body).await
         }));
         tasks.push(tokio::spawn(async move {
-            b.post("/v1/runs", &b.ingest, &run("lin", &job, 2))
-                .await
-                .status
+            b.post("/v1/runs", &b.ingest, &run("lin", &job, 2)).await
         }));
     }
     for task in tasks {
-        let status = task.await.unwrap();
+        let reply = task.await.unwrap();
         assert!(
-            [StatusCode::CREATED, StatusCode::OK, StatusCode::CONFLICT].contains(&status),
-            "{status}"
+            [StatusCode::CREATED, StatusCode::OK, StatusCode::CONFLICT].contains(&reply.status),
+            "{} {:#}",
+            reply.status,
+            reply.body
         );
     }
     let jobs = app.get("/v1/jobs", &app.read).await;
     assert_eq!(jobs.body["items"], json!([]), "{:#}", jobs.body);
     assert_eq!(app.run_count().await, 5 + 24);
+}
+
+/// Job names are free text: a start creates its application, but one that
+/// never gets a run (and has no settings) goes when its last job does, and a
+/// refused start creates none (issue 13, finding 5).
+#[tokio::test]
+async fn job_names_that_never_give_a_run_leave_no_application() {
+    let app = TestApp::new().await;
+    let start =
+        |job: &str, name: &str| json!({"source": "s", "job_id": job, "app": name, "nodes": 2});
+    let exists = |name: &str| {
+        let app = app.clone();
+        let path = format!("/v1/apps/{name}");
+        async move { app.get(&path, &app.read).await.status == StatusCode::OK }
+    };
+
+    // Started, then cancelled: gone with its job.
+    for job in ["1", "2"] {
+        let reply = app
+            .post("/v1/jobs", &app.schedule, &start(job, "interactive-bash"))
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+    assert!(exists("interactive-bash").await);
+    app.call(Method::DELETE, "/v1/jobs/s/1", Some(&app.schedule), None)
+        .await;
+    assert!(
+        exists("interactive-bash").await,
+        "another job still runs under it"
+    );
+    app.call(Method::DELETE, "/v1/jobs/s/2", Some(&app.schedule), None)
+        .await;
+    assert!(!exists("interactive-bash").await);
+
+    // Its run stored under another name (an import naming it otherwise).
+    app.post("/v1/jobs", &app.schedule, &start("3", "script-17.sh"))
+        .await;
+    let mut renamed = run("lammps", "3", 2);
+    renamed["source"] = json!("s");
+    app.ingest(&renamed).await;
+    assert!(!exists("script-17.sh").await);
+    assert!(exists("lammps").await);
+
+    // Finished: a run, so an application for good.
+    app.post("/v1/jobs", &app.schedule, &start("4", "cp2k"))
+        .await;
+    let reply = app
+        .post(
+            "/v1/jobs/s/4/finish",
+            &app.schedule,
+            &json!({"avg_power_w": 2000.0, "duration_s": 60.0}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert!(exists("cp2k").await);
+
+    // Configured by an administrator: kept without runs.
+    let reply = app
+        .put(
+            "/v1/apps/vasp",
+            &app.admin,
+            &json!({"scaling_mode": "strong"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    app.post("/v1/jobs", &app.schedule, &start("5", "vasp"))
+        .await;
+    app.call(Method::DELETE, "/v1/jobs/s/5", Some(&app.schedule), None)
+        .await;
+    assert!(exists("vasp").await);
+
+    // Refused under a cap: nothing created.
+    let reply = app
+        .put("/v1/power-caps/site", &app.admin, &json!({"limit_w": 10.0}))
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    app.post("/v1/jobs", &app.schedule, &start("6", "refused-name"))
+        .await
+        .assert_problem(StatusCode::CONFLICT);
+    assert!(!exists("refused-name").await);
 }
