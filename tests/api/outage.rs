@@ -122,6 +122,22 @@ async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
     assert!(served > 20, "{served}");
     assert!(slowest < Duration::from_millis(100), "{slowest:?}");
 
+    // The capacity answers read the same models: served too.
+    for ask in [
+        "/v1/apps/lin/max-nodes?power_limit_w=5000",
+        "/v1/apps/lin/optimal-nodes?objective=energy",
+        "/v1/apps/lin/pareto",
+    ] {
+        let asked = Instant::now();
+        let reply = app.get(ask, &app.read).await;
+        assert_eq!(reply.status, StatusCode::OK, "{ask}: {:#}", reply.body);
+        assert!(
+            asked.elapsed() < Duration::from_millis(100),
+            "{ask}: {:?}",
+            asked.elapsed()
+        );
+    }
+
     // Writes fail fast, and say when to come back.
     let asked = Instant::now();
     let reply = app
