@@ -444,6 +444,14 @@ fn job_run(
     if app.is_empty() {
         problems.push(format!("{field} is empty"));
     }
+    // Free text: the application it stands for, as the Slurm scripts map it.
+    // A name without a letter or digit stands for the catch-all application,
+    // whose jobs have nothing in common: no history for it.
+    let tag = crate::validate::tag_from_name(app);
+    if !app.is_empty() && tag == crate::validate::UNNAMED_APP && app != tag {
+        problems.push(format!("{field} {app:?} has no letter or digit"));
+    }
+    let app = tag;
 
     let nodes = match row.opt(columns.nnodes) {
         None => Err("no NNodes field in the header".to_owned()),
@@ -505,7 +513,7 @@ fn job_run(
         None => row.non_empty(columns.cluster).unwrap_or("slurm").to_owned(),
     };
     Ok(RunDraft {
-        app: app.to_owned(),
+        app,
         source,
         job_id: row.get(columns.job_id).to_owned(),
         nodes,
@@ -1100,6 +1108,18 @@ mod tests {
             parsed.skipped[0].reason,
             "state COMPLETED+ is not imported (importing COMPLETED, CANCELLED)"
         );
+    }
+
+    #[test]
+    fn job_names_stand_for_the_tags_the_slurm_scripts_send() {
+        let text = format!(
+            "{HEADER}\n1|my job!|1|COMPLETED|10|100\n2|!!!|1|COMPLETED|10|100\n\
+             3|run_vasp|1|COMPLETED|10|100\n"
+        );
+        let parsed = parse_default(&text);
+        assert_eq!(record(&parsed, "1").run.app, "my-job-");
+        assert_eq!(record(&parsed, "3").run.app, "run_vasp");
+        assert_eq!(skipped_lines(&parsed), [(3, "2")]);
     }
 
     #[test]

@@ -114,6 +114,38 @@ pub fn identifier(value: &str, max: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// The application a free-text name stands for (a Slurm job name, comment or
+/// WCKey), so that every job has one: each byte outside the identifier
+/// characters becomes `-`, leading characters other than a letter or digit
+/// are dropped, and the rest is cut to `TAG_MAX`; `UNNAMED_APP` when nothing
+/// is left. A valid tag stands for itself. `deploy/slurm` applies the same
+/// rule (`joulecast_tag` in the scripts, `tag_from_name` in the plugin).
+pub fn tag_from_name(name: &str) -> String {
+    let mapped: String = name
+        .bytes()
+        .map(|b| {
+            let c = char::from(b);
+            if c.is_ascii_alphanumeric() || IDENT_PUNCT.contains(&c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let start = mapped
+        .find(|c: char| c.is_ascii_alphanumeric())
+        .unwrap_or(mapped.len());
+    let tag = &mapped[start..mapped.len().min(start + TAG_MAX)];
+    if tag.is_empty() {
+        UNNAMED_APP.to_owned()
+    } else {
+        tag.to_owned()
+    }
+}
+
+/// The application of jobs whose name has no letter or digit.
+pub const UNNAMED_APP: &str = "unnamed";
+
 /// A node (host) name: 1 to 64 characters from `A-Z a-z 0-9 . _ -`, starting
 /// with a letter or digit.
 pub fn node_name(value: &str) -> Result<(), String> {
@@ -289,6 +321,26 @@ mod tests {
         assert!(identifier("has space", TAG_MAX).is_err());
         assert!(identifier("slash/inside", TAG_MAX).is_err());
         assert!(identifier("ünicode", TAG_MAX).is_err());
+    }
+
+    #[test]
+    fn free_text_names_map_to_valid_tags() {
+        for (name, tag) in [
+            ("lammps-in.lj_2.4GHz", "lammps-in.lj_2.4GHz"),
+            ("my job!", "my-job-"),
+            ("  -_run vasp", "run-vasp"),
+            ("ünicode", "nicode"),
+            ("x/ü", "x---"),
+            ("!!!", UNNAMED_APP),
+            ("", UNNAMED_APP),
+            ("(null)", "null-"),
+        ] {
+            assert_eq!(tag_from_name(name), tag, "{name:?}");
+            assert!(identifier(&tag_from_name(name), TAG_MAX).is_ok());
+        }
+        let long = tag_from_name(&format!("_{}", "a".repeat(300)));
+        assert_eq!(long.len(), TAG_MAX);
+        assert!(identifier(&long, TAG_MAX).is_ok());
     }
 
     #[test]

@@ -441,11 +441,29 @@ local function is_set(n)
 	return type(n) == "number" and n == n and n ~= NO_VAL and n ~= INFINITE
 end
 
+-- A string field's value; nil when empty or a placeholder Slurm writes for
+-- an unset value ("(null)").
 local function nonempty(s)
-	if type(s) == "string" and s ~= "" then
+	if type(s) == "string" and s ~= "" and s ~= "(null)" then
 		return s
 	end
 	return nil
+end
+
+-- The application tag a free-text name stands for, by the service's rule
+-- (validate::tag_from_name in Joulecast): each byte outside the tag's
+-- characters becomes "-", leading characters other than a letter or digit
+-- are dropped, the rest is cut to 128; "unnamed" when nothing is left. So
+-- every job has an application: one whose name is not a tag is predicted
+-- (conservatively, until it has history) rather than let through unseen.
+local function tag_from_name(name)
+	local tag = string.gsub(name or "", "[^A-Za-z0-9._:@+=%-]", "-")
+	tag = string.gsub(tag, "^[^A-Za-z0-9]+", "")
+	tag = string.sub(tag, 1, 128)
+	if tag == "" then
+		return "unnamed"
+	end
+	return tag
 end
 
 local function kwh(j)
@@ -467,17 +485,15 @@ end
 -- The admission request for a job; nil and why when none can be made.
 -- `get(field)` reads a job field (already merged for a modification).
 local function admission_request(get)
-	local app
+	local name
 	if CONFIG.APP_FROM == "comment" then
-		app = nonempty(get("comment"))
+		name = nonempty(get("comment"))
 	elseif CONFIG.APP_FROM == "wckey" then
-		app = nonempty(get("wckey"))
+		name = nonempty(get("wckey"))
 	else
-		app = nonempty(get("name"))
+		name = nonempty(get("name"))
 	end
-	if not app then
-		return nil, "the job has no " .. CONFIG.APP_FROM
-	end
+	local app = tag_from_name(name)
 	local nodes = get("min_nodes")
 	if not is_set(nodes) or nodes < 1 then
 		nodes = CONFIG.DEFAULT_NODES

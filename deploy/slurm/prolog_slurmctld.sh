@@ -109,16 +109,33 @@ fi
 source_name=${JOULECAST_SOURCE:-${SLURM_CLUSTER_NAME:-}}
 [[ -n $source_name ]] || give_up "neither JOULECAST_SOURCE nor SLURM_CLUSTER_NAME is set"
 
+# Slurm writes "(null)" for some unset values (SLURM_JOB_ACCOUNT without
+# accounting): those are absent.
+present() { [[ -n $1 && $1 != "(null)" ]] && printf '%s' "$1"; }
+
+# The application tag a free-text name stands for, by the service's rule
+# (validate::tag_from_name in Joulecast): each byte outside the tag's
+# characters becomes "-", leading characters other than a letter or digit are
+# dropped, the rest is cut to 128; "unnamed" when nothing is left. Every job
+# is reported: one whose name is not a tag reserves conservatively until its
+# application has history.
+joulecast_tag() {
+	local LC_ALL=C
+	local tag=${1//[^A-Za-z0-9._:@+=-]/-}
+	while [[ -n $tag && ! $tag =~ ^[A-Za-z0-9] ]]; do
+		tag=${tag:1}
+	done
+	tag=${tag:0:128}
+	printf '%s' "${tag:-unnamed}"
+}
+
 case $JOULECAST_APP_FROM in
-jobname) app=${SLURM_JOB_NAME:-} ;;
-comment) app=${SLURM_JOB_COMMENT:-} ;;
-wckey) app=${SLURM_WCKEY:-} ;;
+jobname) name=${SLURM_JOB_NAME:-} ;;
+comment) name=${SLURM_JOB_COMMENT:-} ;;
+wckey) name=${SLURM_WCKEY:-} ;;
 *) give_up "JOULECAST_APP_FROM must be jobname, comment or wckey" ;;
 esac
-if [[ -z $app ]]; then
-	log info "the job has no $JOULECAST_APP_FROM; not recorded"
-	exit 0
-fi
+app=$(joulecast_tag "$(present "$name")")
 
 node_list=""
 if [[ $JOULECAST_SEND_NODE_LIST == true ]]; then
@@ -148,8 +165,8 @@ body=$("$JOULECAST_JQ" -cn \
 	--arg app "$app" \
 	--arg nodes "${SLURM_JOB_NUM_NODES:-}" \
 	--arg node_list "$node_list" \
-	--arg partition "${SLURM_JOB_PARTITION:-}" \
-	--arg account "${SLURM_JOB_ACCOUNT:-}" \
+	--arg partition "$(present "${SLURM_JOB_PARTITION:-}")" \
+	--arg account "$(present "${SLURM_JOB_ACCOUNT:-}")" \
 	--arg start "$start_s" \
 	--arg limit "$limit_s" \
 	--argjson force "$JOULECAST_FORCE" \

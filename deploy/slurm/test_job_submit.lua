@@ -185,7 +185,8 @@ local j = job({ name = evil })
 eq(slurm_job_submit(j, {}, 1000), slurm.SUCCESS, "admitted job is accepted")
 eq(#calls, 1, "one request")
 local c = calls[1]
-eq(c.body, '{"app":' .. T.json_string(evil)
+-- The name is not a tag: it stands for the application its mapping names.
+eq(c.body, '{"app":"x---rm--rf-------touch--tmp-pwned--id--"'
 	.. ',"nodes":4,"partition":"compute","account":"proj42","time_limit_s":3600}', "request body")
 eq(c.url, "http://joulecast.test:8080/v1/admission", "request URL")
 eq(c.request, "POST", "method")
@@ -231,8 +232,16 @@ eq(calls[1].body, '{"app":"lammps","nodes":4,"account":"dflt","time_limit_s":360
 	"default account; several partitions left out")
 
 reset()
+next_answer = { status = "200", body = ADMIT }
 slurm_job_submit(job({ name = "nil" }), {}, 1000)
-eq(#calls, 0, "no job name: no request")
+eq(#calls, 1, "no job name: a request all the same")
+check(string.find(calls[1].body, '{"app":"unnamed",', 1, true) ~= nil, "no job name: the catch-all application")
+
+reset()
+next_answer = { status = "200", body = ADMIT }
+slurm_job_submit(job({ name = "my job!", account = "(null)", default_account = "(null)" }), {}, 1000)
+eq(calls[1].body, '{"app":"my-job-","nodes":4,"partition":"compute","time_limit_s":3600}',
+	"a name that is no tag is mapped; (null) is no account")
 
 -- 3. Budget policy.
 reset()

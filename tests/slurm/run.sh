@@ -135,5 +135,23 @@ scontrol release "$jid" >/dev/null 2>&1 || true
 scontrol update JobId="$jid" StartTime=now >/dev/null 2>&1 || true
 check "start: the held-back job runs once the cap allows" wait_for 120 finished "$jid"
 
+# 4. Every job is reserved: a name that is no application tag stands for
+# the tag it maps to; a job without an account (Slurm says "(null)") is
+# reserved without one.
+app_of() { api GET /v1/jobs | jq -r --arg j "$1" '.items[] | select(.job_id == $j) | .app'; }
+app_is() { [[ $(app_of "$1") == "$2" ]]; }
+jid=$(sbatch --parsable -N1 -J 'my job!' -A proj -t 5 --wrap 'sleep 4')
+check "start: a job named 'my job!' is reserved as my-job-" wait_for 20 app_is "$jid" my-job-
+wait_for 60 finished "$jid"
+jid=$(runuser -u nobody -- sbatch --parsable -N1 -J lin -t 5 --chdir=/tmp -o /dev/null --wrap 'sleep 4')
+account_of() { api GET /v1/jobs | jq -r --arg j "$1" '.items[] | select(.job_id == $j) | .account'; }
+check "start: a job without an account is reserved" wait_for 20 is_running_in_service "$jid"
+null_account() {
+	[[ $(job_field "$1" Account) == "(null)" ]] && is_running_in_service "$1" &&
+		[[ $(account_of "$1") == null ]]
+}
+check "start: (null) is no account" null_account "$jid"
+wait_for 60 finished "$jid"
+
 echo "slurm end to end: $PASSED passed, ${#FAILED[@]} failed${FAILED:+: ${FAILED[*]}}"
 ((${#FAILED[@]} == 0))
