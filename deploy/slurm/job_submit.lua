@@ -524,7 +524,8 @@ end
 local function decide(fields)
 	local unavailable = function(why)
 		if CONFIG.FAIL_OPEN then
-			return { reject = false }
+			-- Failing open, visibly: the job says it went unchecked.
+			return { reject = false, comment = CONFIG.COMMENT_TAG .. "unchecked" }
 		end
 		return {
 			reject = true,

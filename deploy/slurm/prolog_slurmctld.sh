@@ -144,12 +144,31 @@ fi
 
 # The time limit, from the job's expected end: slurmctld sets the end time of
 # a starting job to its start plus its time limit (a year when unlimited).
+# Slurm 22.05 does not set those variables: then the job's TimeLimit, as
+# `scontrol show job` prints it ([days-]hours:minutes:seconds, minutes:seconds
+# or minutes; UNLIMITED is left out).
 limit_s=""
 if [[ ${SLURM_JOB_START_TIME:-} =~ ^[0-9]+$ && ${SLURM_JOB_END_TIME:-} =~ ^[0-9]+$ ]]; then
 	d=$((SLURM_JOB_END_TIME - SLURM_JOB_START_TIME))
 	if ((d > 0 && d < 365 * 86400)); then
 		limit_s=$d
 	fi
+elif [[ ${SLURM_JOB_ID:-} =~ ^[0-9]+$ ]]; then
+	limit=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | grep -o 'TimeLimit=[^ ]*' | head -1)
+	limit=${limit#TimeLimit=}
+	days=0
+	if [[ $limit =~ ^([0-9]+)-(.*)$ ]]; then
+		days=${BASH_REMATCH[1]}
+		limit=${BASH_REMATCH[2]}
+	fi
+	if [[ $limit =~ ^([0-9]+):([0-9]+):([0-9]+)$ ]]; then
+		limit_s=$((10#$days * 86400 + 10#${BASH_REMATCH[1]} * 3600 + 10#${BASH_REMATCH[2]} * 60 + 10#${BASH_REMATCH[3]}))
+	elif [[ $limit =~ ^([0-9]+):([0-9]+)$ ]]; then
+		limit_s=$((10#$days * 86400 + 10#${BASH_REMATCH[1]} * 60 + 10#${BASH_REMATCH[2]}))
+	elif [[ $limit =~ ^[0-9]+$ ]]; then
+		limit_s=$((10#$days * 86400 + 10#$limit * 60))
+	fi
+	((${limit_s:-0} > 0)) || limit_s=""
 fi
 
 # When the job started: Slurm's own time where the environment has it (not in
@@ -184,21 +203,31 @@ tmp=$(mktemp -d) || unavailable "mktemp failed"
 trap 'rm -rf "$tmp"' EXIT
 
 # POST /v1/jobs is idempotent (200 when already stored): one retry is safe.
-code=000
-for attempt in 1 2; do
-	code=$(printf '%s' "$body" | "$JOULECAST_CURL" --disable -sS \
-		--proto =http,https \
-		--max-time "$JOULECAST_TIMEOUT_S" --connect-timeout 2 \
-		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
-		-H 'Content-Type: application/json' -H 'Accept: application/json' \
-		--data-binary @- -o "$tmp/answer" -w '%{http_code}' \
-		"$JOULECAST_URL/v1/jobs" 2>"$tmp/err") || true
-	[[ $code =~ ^[0-9]{3}$ ]] || code=000
-	if [[ $code != 000 && $code != 5* ]] || ((attempt == 2)); then
-		break
-	fi
-	sleep 1
-done
+report() {
+	code=000
+	for attempt in 1 2; do
+		code=$(printf '%s' "$body" | "$JOULECAST_CURL" --disable -sS \
+			--proto =http,https \
+			--max-time "$JOULECAST_TIMEOUT_S" --connect-timeout 2 \
+			--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
+			-H 'Content-Type: application/json' -H 'Accept: application/json' \
+			--data-binary @- -o "$tmp/answer" -w '%{http_code}' \
+			"$JOULECAST_URL/v1/jobs" 2>"$tmp/err") || true
+		[[ $code =~ ^[0-9]{3}$ ]] || code=000
+		if [[ $code != 000 && $code != 5* ]] || ((attempt == 2)); then
+			break
+		fi
+		sleep 1
+	done
+}
+report
+# Nodes missing from the service's registry: reserved by node count instead,
+# rather than not at all.
+if [[ $code == 422 ]] && "$JOULECAST_JQ" -e '[.errors[]?.field] == ["node_list"]' "$tmp/answer" >/dev/null 2>&1; then
+	log warning "the service does not know the job's nodes ($("$JOULECAST_JQ" -r '.errors[0].reason' "$tmp/answer" 2>/dev/null | head -c 300)); reporting the job without its node list"
+	body=$(printf '%s' "$body" | "$JOULECAST_JQ" -c 'del(.node_list)')
+	report
+fi
 
 detail() { # the problem's detail, or curl's error
 	"$JOULECAST_JQ" -r '(.detail // "") + ([.errors[]? | "\(.field): \(.reason)"]

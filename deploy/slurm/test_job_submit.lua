@@ -286,7 +286,9 @@ eq(j.admin_comment, "keep joulecast:ets_j=6.6e+06;apc_w=1850;tts_s=3580", "earli
 -- 6. Failures: fail open, back off; fail closed when configured.
 reset()
 next_answer = { status = "000", err = "curl: (7) Failed to connect" }
-eq(slurm_job_submit(job(), {}, 1000), slurm.SUCCESS, "unreachable: accepted (fail open)")
+j = job()
+eq(slurm_job_submit(j, {}, 1000), slurm.SUCCESS, "unreachable: accepted (fail open)")
+eq(j.admin_comment, "joulecast:unchecked", "unreachable: the job says it went unchecked")
 eq(slurm_job_submit(job(), {}, 1000), slurm.SUCCESS, "unreachable again: accepted")
 eq(#calls, 1, "backoff: the second submission does not ask")
 local logged = table.concat(logs, "\n")

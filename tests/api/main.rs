@@ -21,6 +21,7 @@ mod runs;
 mod sacct_script;
 mod scalability;
 mod schemathesis;
+mod slurm;
 mod stateful;
 mod stats;
 mod support;

@@ -8,9 +8,10 @@
 #
 # Needs root and Debian's slurm-wlm 22.05 packages (installed if missing).
 
-SLURM_PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server jq curl)
+SLURM_PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server jq curl lua5.4)
 CLUSTER=jctest
 PIDS=()
+declare -A SLURMD_PID
 
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -122,7 +123,7 @@ cluster_start() {
 			SchedulerType=sched/backfill
 			SelectType=select/linear
 			SlurmctldTimeout=30
-			SlurmdTimeout=30
+			SlurmdTimeout=10
 			InactiveLimit=0
 			MinJobAge=300
 			KillWait=5
@@ -157,9 +158,14 @@ cluster_daemons() {
 	start_bg slurmctld slurmctld -D -i
 	wait_for 30 scontrol ping || { say "slurmctld did not start"; return 1; }
 	for k in 1 2 3 4; do
-		start_bg "slurmd-cn$k" slurmd -D -N "cn$k"
+		start_slurmd "cn$k"
 	done
 	wait_for 60 all_idle || { say "the nodes did not come up"; sinfo >&2; return 1; }
+}
+
+start_slurmd() { # node
+	start_bg "slurmd-$1" slurmd -D -N "$1"
+	SLURMD_PID[$1]=$!
 }
 
 all_idle() {
