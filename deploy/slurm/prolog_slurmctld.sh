@@ -7,10 +7,10 @@
 #   slurm.conf:  PrologSlurmctld=/etc/slurm/joulecast-prolog.sh
 #
 # Exit status, and what Slurm does with it:
-#   0  the job was recorded, or could not be (service down, unknown node, bad
-#      job name...): it runs. Failing open: a job is only held back when the
-#      service says it does not fit.
-#   1  the service answered 409 with an admission answer: the job no longer
+#   0  the job was recorded, or the service could not be reached (failing
+#      open, logged; JOULECAST_FAIL_OPEN=false fails closed instead): it runs.
+#   1  the service refused to record the job (400/401/403/422: a setup to
+#      fix), or answered 409 with an admission answer: the job no longer
 #      fits under the power cap or its account's energy budget, and nothing
 #      was stored. Per the Slurm documentation, a failed PrologSlurmctld
 #      requeues a batch job (back to PENDING, to be scheduled again later)
@@ -257,7 +257,10 @@ case $code in
 	unavailable "the service answered HTTP $code: $(detail)"
 	;;
 *)
-	# 400/401/403/422...: retrying or requeueing cannot help; fix the setup.
-	give_up "the service refused the report (HTTP $code): $(detail)"
+	# 400/401/403/422...: the service answers but will not record the job (a
+	# bad token, a setup the service refuses). Failing open is only for an
+	# unreachable service: the job is held back until the setup is fixed.
+	log err "the service refused the report (HTTP $code): $(detail); failing the prolog (Slurm requeues or cancels the job): fix the setup"
+	exit 1
 	;;
 esac

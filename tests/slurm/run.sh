@@ -239,6 +239,15 @@ jid=$(sbatch --parsable -N1 -J lin -A proj -t 5 --wrap 'sleep 6')
 check "service back: the next job is reserved" wait_for 30 is_running_in_service "$jid"
 wait_for 60 finished "$jid"
 
+# A service that answers but refuses the report (here: a revoked token) is
+# no reason to run unreserved: the job is held back until the setup is fixed.
+cp /etc/slurm/joulecast.token "$W/good.token"
+echo "not-a-valid-token" >/etc/slurm/joulecast.token
+jid=$(sbatch --parsable -N1 -J lin -A proj -t 5 --wrap 'sleep 2')
+check "bad token: the job is held back, not run unreserved" wait_for 60 restarted "$jid"
+install -o root -g root -m 0400 "$W/good.token" /etc/slurm/joulecast.token
+check "bad token fixed: the job runs" wait_for 90 runs_once_allowed "$jid"
+
 # 9. sacct for real: the import reads slurmdbd; no energy plugin measures
 # anything here, so every job is skipped, and the import says why.
 JOULECAST_DATA_DIR=$W/jc "$JOULECAST" token create --scope ingest --name sacct-import \
@@ -262,6 +271,7 @@ check "sacct import: names why jobs without energy are skipped" \
 jid=$(sbatch --parsable -N1 -w cn4 -J lin -A proj -t 5 --wrap 'sleep 300')
 wait_for 30 is_running_in_service "$jid"
 kill -9 "${SLURMD_PID[cn4]}"
+wait "${SLURMD_PID[cn4]}" 2>/dev/null
 check "node failure: the job's reservation is released" wait_for 90 not_running_in_service "$jid"
 scancel "$jid" 2>/dev/null
 
