@@ -42,6 +42,11 @@ JOULECAST_TIMEOUT_S=5
 # true: when the service cannot be reached or answers 5xx, let the job run
 # unrecorded (exit 0). false: exit 1, and the job is requeued or cancelled.
 JOULECAST_FAIL_OPEN=true
+# Jobs that ran unrecorded because the service could not be reached are
+# kept here (a directory writable by SlurmUser), and reported to the service
+# (POST /v1/jobs/unreserved, counted on its /metrics) by the next prolog that
+# reaches it.
+JOULECAST_SPOOL_DIR=/var/spool/joulecast-slurm
 # true: record the job even when it does not fit (accounting only).
 JOULECAST_FORCE=false
 # Where the application tag comes from: jobname, comment or wckey (as the
@@ -76,10 +81,20 @@ give_up() {
 	exit 0
 }
 
+# A job let through unrecorded, kept for the service to count later.
+remember_unreserved() {
+	if [[ ! -d $JOULECAST_SPOOL_DIR || ! -w $JOULECAST_SPOOL_DIR ]]; then
+		log err "$JOULECAST_SPOOL_DIR is missing or not writable: the service will not count this job as unreserved"
+		return
+	fi
+	printf '%s %s\n' "${SLURM_JOB_ID:-?}" "$prolog_started_s" >>"$JOULECAST_SPOOL_DIR/unreserved"
+}
+
 # The service could not be asked.
 unavailable() {
 	if [[ $JOULECAST_FAIL_OPEN == true ]]; then
 		log warning "$*; failing open: the job runs without a power reservation"
+		remember_unreserved
 		exit 0
 	fi
 	log err "$*; JOULECAST_FAIL_OPEN=false: failing the prolog (Slurm requeues or cancels the job)"
@@ -234,11 +249,38 @@ detail() { # the problem's detail, or curl's error
 		| if length > 0 then " (" + join(", ") + ")" else "" end)' "$tmp/answer" 2>/dev/null | head -c 500
 }
 
+# Report the jobs that earlier prologs let through unrecorded (one prolog at
+# a time takes the spool file; a failed report puts it back).
+report_unreserved() {
+	local spool=$JOULECAST_SPOOL_DIR/unreserved taken sent
+	[[ -s $spool ]] || return 0
+	exec 8>>"$JOULECAST_SPOOL_DIR/lock"
+	flock -n 8 || return 0
+	taken=$JOULECAST_SPOOL_DIR/sending.$$
+	mv "$spool" "$taken" 2>/dev/null || return 0
+	sent=$("$JOULECAST_JQ" -R -s -c --arg s "$source_name" '{source: $s, jobs: [split("\n")[]
+		| select(test("^[^ ]+ [0-9]+$")) | split(" ") | {job_id: .[0], started_at: (.[1] | tonumber | todate)}]}' \
+		"$taken" | "$JOULECAST_CURL" --disable -sS --proto =http,https \
+		--max-time "$JOULECAST_TIMEOUT_S" --connect-timeout 2 \
+		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
+		-H 'Content-Type: application/json' -H 'Accept: application/json' \
+		--data-binary @- -o "$tmp/unreserved" -w '%{http_code}' \
+		"$JOULECAST_URL/v1/jobs/unreserved" 2>/dev/null) || true
+	if [[ $sent == 200 ]]; then
+		log info "reported $("$JOULECAST_JQ" -r '.counted' "$tmp/unreserved" 2>/dev/null) job(s) that ran unreserved while the service was unreachable"
+		rm -f "$taken"
+	else
+		cat "$taken" >>"$spool"
+		rm -f "$taken"
+	fi
+}
+
 case $code in
 200 | 201)
 	log info "$("$JOULECAST_JQ" -r --arg code "$code" \
 		'"recorded (HTTP \($code)): app \(.app), reserved \(.reserved_w) W (\(.reserved_basis))"' \
 		"$tmp/answer" 2>/dev/null || echo "recorded (HTTP $code)")"
+	report_unreserved
 	exit 0
 	;;
 409)

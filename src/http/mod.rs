@@ -40,6 +40,7 @@ pub mod power;
 pub mod predictions;
 pub mod runs;
 pub mod tokens;
+pub mod unreserved;
 
 use error::{PROBLEM_JSON, problem_for_status, problem_response};
 use extract::BodyLimit;
@@ -181,6 +182,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::start_job, jobs::list_jobs))
         .routes(routes!(jobs::finish_job))
         .routes(routes!(jobs::cancel_job))
+        .routes(routes!(unreserved::report_unreserved))
         .routes(routes!(power::headroom))
         .routes(routes!(budgets::get_budget, budgets::put_budget))
         .routes(routes!(caps::list_caps))

@@ -125,6 +125,28 @@ async fn notify_load(executor: impl PgExecutor<'_>) -> sqlx::Result<()> {
     Ok(())
 }
 
+/// Record jobs that ran without a reservation (the service could not be
+/// reached when they started); how many were not recorded before.
+pub async fn record_unreserved(
+    executor: impl PgExecutor<'_>,
+    source: &str,
+    jobs: &[(String, DateTime<Utc>)],
+) -> sqlx::Result<u64> {
+    let (ids, starts): (Vec<&str>, Vec<DateTime<Utc>>) =
+        jobs.iter().map(|(id, at)| (id.as_str(), *at)).unzip();
+    Ok(sqlx::query(
+        "INSERT INTO unreserved_jobs (source, job_id, started_at)
+         SELECT $1, * FROM unnest($2::text[], $3::timestamptz[])
+         ON CONFLICT (source, job_id) DO NOTHING",
+    )
+    .bind(source)
+    .bind(ids)
+    .bind(starts)
+    .execute(executor)
+    .await?
+    .rows_affected())
+}
+
 /// How long the end of a job that was not running is remembered.
 const END_MEMORY: &str = "7 days";
 

@@ -889,6 +889,23 @@ async fn every_operation_answers_as_its_document_says() {
         201,
     )
     .await;
+    // Jobs that ran unreserved while the service was unreachable: counted
+    // once, then recognised.
+    let unreserved = "/v1/jobs/unreserved";
+    let body = json!({"source": "slurm", "jobs": [
+        {"job_id": "u1", "started_at": at(-Duration::minutes(5))},
+        {"job_id": "u2", "started_at": at(-Duration::minutes(4))}]});
+    let reply = c
+        .ok(M::POST, unreserved, unreserved, schedule, body.clone(), 200)
+        .await;
+    assert_eq!(
+        reply["counted"], 2,
+        "two unreserved jobs counted: {reply:#}"
+    );
+    let reply = c
+        .ok(M::POST, unreserved, unreserved, schedule, body, 200)
+        .await;
+    assert_eq!(reply["already_counted"], 2, "counted once: {reply:#}");
     let finish = "/v1/jobs/{source}/{job_id}/finish";
     let measured = json!({"avg_power_w": 2200.0, "duration_s": 1500.0});
     c.ok(

@@ -481,3 +481,38 @@ async fn job_names_that_never_give_a_run_leave_no_application() {
         .assert_problem(StatusCode::CONFLICT);
     assert!(!exists("refused-name").await);
 }
+
+/// Jobs that ran unreserved while the service was unreachable are counted
+/// once each; bad reports are refused naming the field.
+#[tokio::test]
+async fn unreserved_jobs_are_counted_once_and_bad_reports_named() {
+    let app = TestApp::new().await;
+    let at = (Utc::now() - Duration::minutes(3)).to_rfc3339();
+    let body = json!({"source": "s", "jobs": [{"job_id": "1", "started_at": at},
+                                              {"job_id": "2", "started_at": at},
+                                              {"job_id": "1", "started_at": at}]});
+    let reply = app.post("/v1/jobs/unreserved", &app.schedule, &body).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["counted"], 2);
+    assert_eq!(reply.body["already_counted"], 1);
+    let again = app.post("/v1/jobs/unreserved", &app.schedule, &body).await;
+    assert_eq!(again.body["counted"], 0);
+    for (body, field) in [
+        (json!({"source": "s", "jobs": []}), "jobs"),
+        (
+            json!({"source": "bad source", "jobs": [{"job_id": "1", "started_at": at}]}),
+            "source",
+        ),
+        (
+            json!({"source": "s", "jobs": [{"job_id": "", "started_at": at}]}),
+            "jobs[0].job_id",
+        ),
+    ] {
+        app.post("/v1/jobs/unreserved", &app.schedule, &body)
+            .await
+            .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, field);
+    }
+    app.post("/v1/jobs/unreserved", &app.read, &body)
+        .await
+        .assert_problem(StatusCode::FORBIDDEN);
+}

@@ -98,6 +98,6 @@ async fn the_fuzzer_finds_nothing_wrong_on_a_populated_database() {
     for phase in ["Examples", "Coverage", "Fuzzing", "Stateful"] {
         assert!(report.contains(phase), "{report}");
     }
-    assert!(report.contains("Tested: 41"), "{report}");
+    assert!(report.contains("Tested: 42"), "{report}");
     assert!(!report.contains('❌'), "{report}");
 }

@@ -93,6 +93,8 @@ install -o root -g root -m 0644 deploy/slurm/job_submit.lua /etc/slurm/job_submi
 sed -i "s#^\tURL = \".*\",#\tURL = \"$URL\",#" /etc/slurm/job_submit.lua
 install -o root -g root -m 0755 deploy/slurm/prolog_slurmctld.sh /etc/slurm/joulecast-prolog.sh
 install -o root -g root -m 0755 deploy/slurm/epilog_slurmctld.sh /etc/slurm/joulecast-epilog.sh
+install -d -o root -g root -m 0700 "$W/spool-joulecast"
+echo "JOULECAST_SPOOL_DIR=$W/spool-joulecast" >>/etc/slurm/joulecast-slurm.conf
 cluster_daemons || exit 1
 
 # The nodes in the registry (deploy/slurm sends node lists), but for cn4.
@@ -237,6 +239,8 @@ check "service down: the prolog says the job runs unreserved" \
 start_service
 jid=$(sbatch --parsable -N1 -J lin -A proj -t 5 --wrap 'sleep 6')
 check "service back: the next job is reserved" wait_for 30 is_running_in_service "$jid"
+unreserved_counted() { curl -s "$URL/metrics" | grep -q '^jobs_run_unreserved_total 1$'; }
+check "service back: the job that ran unreserved is counted on /metrics" wait_for 10 unreserved_counted
 wait_for 60 finished "$jid"
 
 # A service that answers but refuses the report (here: a revoked token) is

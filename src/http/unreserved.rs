@@ -1,0 +1,111 @@
+//! `POST /v1/jobs/unreserved`: jobs a scheduler ran without a power
+//! reservation because the service could not be reached when they started
+//! (`deploy/slurm`'s prolog failing open), reported once it answers again.
+//! Each is counted once on `/metrics` (`jobs_run_unreserved_total`), so that
+//! failing open is seen, not only logged on the controller.
+
+use axum::extract::State;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::auth::{self, Authorized};
+use super::error::{ApiError, ApiResult, Problem};
+use super::extract::Json;
+use crate::store;
+use crate::validate::{self, FieldError};
+
+/// At most this many jobs per report.
+pub const MAX_UNRESERVED: usize = 10_000;
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnreservedInput {
+    /// The system the jobs ran on (as for jobs and runs).
+    pub source: String,
+    /// 1 to 10,000 jobs.
+    pub jobs: Vec<UnreservedJob>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnreservedJob {
+    pub job_id: String,
+    /// When the job started, unreserved.
+    pub started_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UnreservedCount {
+    /// Jobs counted now.
+    pub counted: u64,
+    /// Jobs reported before: not counted again.
+    pub already_counted: u64,
+}
+
+/// Report jobs that ran without a reservation because the service could not
+/// be reached when they started. Each (source, job_id) is counted once in
+/// `jobs_run_unreserved_total` on `/metrics`; reporting it again changes
+/// nothing.
+#[utoipa::path(post, path = "/v1/jobs/unreserved", tag = "jobs",
+    request_body = UnreservedInput,
+    security(("bearer" = ["schedule"])),
+    responses(
+        (status = 200, description = "Counted", body = UnreservedCount),
+        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid source, job id or time, or no jobs or too many", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn report_unreserved(
+    _: Authorized<auth::Schedule>,
+    State(state): State<AppState>,
+    Json(input): Json<UnreservedInput>,
+) -> ApiResult<axum::Json<UnreservedCount>> {
+    let mut problems = Vec::new();
+    if let Err(reason) = validate::identifier(&input.source, validate::SOURCE_MAX) {
+        problems.push(FieldError::new("source", reason));
+    }
+    if input.jobs.is_empty() || input.jobs.len() > MAX_UNRESERVED {
+        problems.push(FieldError::new(
+            "jobs",
+            format!(
+                "must hold 1 to {MAX_UNRESERVED} jobs (got {})",
+                input.jobs.len()
+            ),
+        ));
+    }
+    for (i, job) in input.jobs.iter().enumerate() {
+        if let Err(reason) = validate::identifier(&job.job_id, validate::JOB_ID_MAX) {
+            problems.push(FieldError::new(format!("jobs[{i}].job_id"), reason));
+        }
+        if let Err(reason) = validate::time_in_range(job.started_at) {
+            problems.push(FieldError::new(format!("jobs[{i}].started_at"), reason));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(ApiError::Invalid(problems));
+    }
+    let jobs: Vec<(String, DateTime<Utc>)> = input
+        .jobs
+        .into_iter()
+        .map(|j| (j.job_id, j.started_at))
+        .collect();
+    let counted = store::jobs::record_unreserved(&state.pool, &input.source, &jobs).await?;
+    metrics::counter!("jobs_run_unreserved_total").increment(counted);
+    if counted > 0 {
+        tracing::warn!(
+            source = %input.source,
+            counted,
+            "jobs ran without a power reservation while the service was unreachable"
+        );
+    }
+    Ok(axum::Json(UnreservedCount {
+        counted,
+        already_counted: jobs.len() as u64 - counted,
+    }))
+}
