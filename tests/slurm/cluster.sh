@@ -8,9 +8,10 @@
 #
 # Needs root and Debian's slurm-wlm 22.05 packages (installed if missing).
 
-SLURM_PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server jq curl lua5.4)
+SLURM_PACKAGES=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server jq curl lua5.4 shellcheck)
 CLUSTER=jctest
 PIDS=()
+# shellcheck disable=SC2034  # used by run.sh, which sources this file
 declare -A SLURMD_PID
 
 free_port() {
@@ -165,6 +166,7 @@ cluster_daemons() {
 
 start_slurmd() { # node
 	start_bg "slurmd-$1" slurmd -D -N "$1"
+	# shellcheck disable=SC2034  # read by run.sh
 	SLURMD_PID[$1]=$!
 }
 

@@ -12,7 +12,7 @@
 # time (each wait has a limit); everything is stopped and /etc/slurm put
 # back at the end.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 if [[ $(id -u) != 0 ]]; then
 	sudo -n true 2>/dev/null || {
 		echo "slurm-e2e: needs root or passwordless sudo (Slurm's daemons run as root here)." >&2
@@ -121,6 +121,8 @@ cd "$W/jobs" || exit 1
 
 selftest() { lua5.4 "$REPO/deploy/slurm/test_job_submit.lua" >"$W/log/lua-selftest.log" 2>&1; }
 check "the plugin's self-test passes" selftest
+lint() { shellcheck "$REPO"/deploy/slurm/*.sh "$REPO"/tests/slurm/*.sh >"$W/log/shellcheck.log" 2>&1; }
+check "the scripts pass shellcheck" lint
 
 # 1. A job with history: the prediction in AdminComment, the reservation
 # while it runs, its release at the end.
