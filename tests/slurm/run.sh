@@ -121,7 +121,7 @@ cd "$W/jobs" || exit 1
 
 selftest() { lua5.4 "$REPO/deploy/slurm/test_job_submit.lua" >"$W/log/lua-selftest.log" 2>&1; }
 check "the plugin's self-test passes" selftest
-lint() { shellcheck "$REPO"/deploy/slurm/*.sh "$REPO"/tests/slurm/*.sh >"$W/log/shellcheck.log" 2>&1; }
+lint() { (cd "$REPO" && shellcheck -x deploy/slurm/*.sh tests/slurm/*.sh) >"$W/log/shellcheck.log" 2>&1; }
 check "the scripts pass shellcheck" lint
 
 # 1. A job with history: the prediction in AdminComment, the reservation
