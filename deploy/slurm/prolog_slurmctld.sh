@@ -87,7 +87,9 @@ remember_unreserved() {
 		log err "$JOULECAST_SPOOL_DIR is missing or not writable: the service will not count this job as unreserved"
 		return
 	fi
-	printf '%s %s\n' "${SLURM_JOB_ID:-?}" "$prolog_started_s" >>"$JOULECAST_SPOOL_DIR/unreserved"
+	local id=${job_id:-${SLURM_JOB_ID:-}}
+	[[ -n $id ]] || return
+	printf '%s %s\n' "$id" "$prolog_started_s" >>"$JOULECAST_SPOOL_DIR/unreserved"
 }
 
 # The service could not be asked.
@@ -259,7 +261,7 @@ report_unreserved() {
 	taken=$JOULECAST_SPOOL_DIR/sending.$$
 	mv "$spool" "$taken" 2>/dev/null || return 0
 	sent=$("$JOULECAST_JQ" -R -s -c --arg s "$source_name" '{source: $s, jobs: [split("\n")[]
-		| select(test("^[^ ]+ [0-9]+$")) | split(" ") | {job_id: .[0], started_at: (.[1] | tonumber | todate)}]}' \
+		| select(test("^[A-Za-z0-9][A-Za-z0-9._:@+=-]* [0-9]+$")) | split(" ") | {job_id: .[0], started_at: (.[1] | tonumber | todate)}]}' \
 		"$taken" | "$JOULECAST_CURL" --disable -sS --proto =http,https \
 		--max-time "$JOULECAST_TIMEOUT_S" --connect-timeout 2 \
 		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
@@ -268,6 +270,10 @@ report_unreserved() {
 		"$JOULECAST_URL/v1/jobs/unreserved" 2>/dev/null) || true
 	if [[ $sent == 200 ]]; then
 		log info "reported $("$JOULECAST_JQ" -r '.counted' "$tmp/unreserved" 2>/dev/null) job(s) that ran unreserved while the service was unreachable"
+		rm -f "$taken"
+	elif [[ $sent == 4* && $sent != 401 && $sent != 403 && $sent != 429 ]]; then
+		# Refused as it is: sending it again cannot help.
+		log err "the service refused the report of jobs that ran unreserved (HTTP $sent); dropped: $(tr '\n' ' ' <"$taken" | head -c 300)"
 		rm -f "$taken"
 	else
 		cat "$taken" >>"$spool"
