@@ -51,6 +51,8 @@ start_bg() { # name command...
 
 cluster_start() {
 	install_packages
+	# Job steps outlive a killed slurmd: those started here are stopped at the end.
+	STEPS_BEFORE=" $(pgrep -x slurmstepd | tr '\n' ' ') "
 	W=$(mktemp -d /tmp/joulecast-slurm-XXXXXX)
 	chmod 755 "$W"
 	mkdir -p "$W/state" "$W/spool" "$W/log"
@@ -174,6 +176,14 @@ all_idle() {
 	[[ $(sinfo -h -N -o '%T' | grep -c '^idle') == 4 ]]
 }
 
+kill_tree() { # pid: it and its descendants
+	local child
+	for child in $(pgrep -P "$1"); do
+		kill_tree "$child"
+	done
+	kill -9 "$1" 2>/dev/null || true
+}
+
 cluster_stop() {
 	local pid
 	for pid in "${PIDS[@]}"; do
@@ -181,6 +191,9 @@ cluster_stop() {
 	done
 	for pid in "${PIDS[@]}"; do
 		wait "$pid" 2>/dev/null || true
+	done
+	for pid in $(pgrep -x slurmstepd); do
+		[[ ${STEPS_BEFORE:-} == *" $pid "* ]] || kill_tree "$pid"
 	done
 	rm -rf /etc/slurm
 	if [[ -e ${W:-}/etc-slurm.orig ]]; then
