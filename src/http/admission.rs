@@ -460,11 +460,7 @@ pub async fn admission(
     let Some((nodes, scope)) = shape.check(&state, &mut problems) else {
         return Err(ApiError::Invalid(problems));
     };
-    let app = match super::apps::find_app(&state, &input.app).await {
-        Ok(app) => Some(app),
-        Err(ApiError::NotFound(_)) => None,
-        Err(e) => return Err(e),
-    };
+    let app = super::apps::find_known_app(&state, &input.app).await?;
     let estimate = estimate(&state, app.as_deref(), nodes, &scope).await?;
     let now = Utc::now();
     let job = Candidate {

@@ -203,6 +203,16 @@ pub(super) async fn find_app(state: &AppState, tag: &str) -> ApiResult<Arc<AppRo
     Ok(row)
 }
 
+/// `find_app`, with an unknown application as `None` (admission and job
+/// starts answer for applications not seen yet).
+pub(super) async fn find_known_app(state: &AppState, tag: &str) -> ApiResult<Option<Arc<AppRow>>> {
+    match find_app(state, tag).await {
+        Ok(app) => Ok(Some(app)),
+        Err(ApiError::NotFound(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]

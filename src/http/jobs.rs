@@ -252,11 +252,7 @@ pub async fn start_job(
     }
     // Predicting may fit a model: done before the lock is taken. An unknown
     // application is only created below, once the job is admitted.
-    let known = match super::apps::find_app(&state, &input.app).await {
-        Ok(app) => Some(app),
-        Err(ApiError::NotFound(_)) => None,
-        Err(e) => return Err(e),
-    };
+    let known = super::apps::find_known_app(&state, &input.app).await?;
     let estimate = estimate(&state, known.as_deref(), nodes, &scope).await?;
     let now = Utc::now();
     let started_at = input.started_at.unwrap_or(now);
