@@ -11,7 +11,6 @@ mod support;
 use axum::body::Body;
 use axum::http::Request;
 use http_body_util::BodyExt;
-use joulecast::embedded::{Cluster, ClusterOptions};
 use sqlx::postgres::PgConnectOptions;
 use std::time::Instant;
 use tower::ServiceExt;
@@ -21,12 +20,7 @@ fn main() {
         return;
     }
     let (dir, rt) = support::setup();
-    let options = ClusterOptions {
-        data_dir: dir.path().join("pg"),
-        bin_dir: std::env::var_os("JOULECAST_PG_BIN_DIR").map(Into::into),
-        root_user: std::env::var("JOULECAST_PG_USER").unwrap_or_else(|_| "postgres".into()),
-    };
-    let cluster = Cluster::start(&options).unwrap();
+    let cluster = support::pg_cluster(&dir.path().join("pg"));
     rt.block_on(async {
         let connect = PgConnectOptions::new_without_pgpass()
             .socket(&cluster.layout().socket_dir)

@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hyper::Method;
-use joulecast::embedded::{Cluster, ClusterOptions};
 use tokio::sync::Mutex;
 
 use support::{Server, benchmarking, connect, send, setup, store_history, with_nodes};
@@ -47,14 +46,6 @@ struct Answer {
     flagged: bool,
 }
 
-fn cluster_options(dir: &std::path::Path) -> ClusterOptions {
-    ClusterOptions {
-        data_dir: dir.to_path_buf(),
-        bin_dir: std::env::var_os("JOULECAST_PG_BIN_DIR").map(Into::into),
-        root_user: std::env::var("JOULECAST_PG_USER").unwrap_or_else(|_| "postgres".into()),
-    }
-}
-
 fn percentile(sorted: &[Duration], q: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -68,8 +59,7 @@ fn main() {
     }
     let (dir, client) = setup();
     let pg_dir = dir.path().join("pg");
-    let options = cluster_options(&pg_dir);
-    let mut cluster = Cluster::start(&options).expect("start PostgreSQL");
+    let mut cluster = support::pg_cluster(&pg_dir);
     let url = format!(
         "postgres://{}@localhost/postgres?host={}&port={}",
         joulecast::embedded::SUPERUSER,
@@ -165,7 +155,7 @@ fn main() {
     drop(cluster);
     let stopped_at = started.elapsed();
     std::thread::sleep(OUTAGE);
-    let cluster = Cluster::start(&options).expect("restart PostgreSQL");
+    let cluster = support::pg_cluster(&pg_dir);
     let back_at = started.elapsed();
     // Until the service says ready again.
     let ready_after = client.block_on(async {

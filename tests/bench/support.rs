@@ -363,6 +363,17 @@ pub async fn store_history(port: u16, token: &str, app: &str, warm: &str) {
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
 }
 
+/// A PostgreSQL cluster of the benchmark's own in `dir` (for the benchmarks
+/// that stop it, or talk to it in process), with the test suite's settings.
+pub fn pg_cluster(dir: &Path) -> joulecast::embedded::Cluster {
+    let options = joulecast::embedded::ClusterOptions {
+        data_dir: dir.to_path_buf(),
+        bin_dir: std::env::var_os("JOULECAST_PG_BIN_DIR").map(Into::into),
+        root_user: std::env::var("JOULECAST_PG_USER").unwrap_or_else(|_| "postgres".into()),
+    };
+    joulecast::embedded::Cluster::start(&options).expect("start PostgreSQL")
+}
+
 /// A temporary directory for the service's data, and the client runtime.
 pub fn setup() -> (tempfile::TempDir, tokio::runtime::Runtime) {
     let dir = tempfile::Builder::new()
