@@ -219,18 +219,25 @@ body=$("$JOULECAST_JQ" -cn \
 tmp=$(mktemp -d) || unavailable "mktemp failed"
 trap 'rm -rf "$tmp"' EXIT
 
+# POSTs standard input to $1 (a path of the service), the answer to $2 and
+# curl's errors to $tmp/err; prints the HTTP status, 000 without an answer.
+post_json() {
+	local code
+	code=$("$JOULECAST_CURL" --disable -sS --proto =http,https \
+		--max-time "$JOULECAST_TIMEOUT_S" --connect-timeout 2 \
+		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
+		-H 'Content-Type: application/json' -H 'Accept: application/json' \
+		--data-binary @- -o "$2" -w '%{http_code}' \
+		"$JOULECAST_URL$1" 2>"$tmp/err") || true
+	[[ $code =~ ^[0-9]{3}$ ]] || code=000
+	printf '%s' "$code"
+}
+
 # POST /v1/jobs is idempotent (200 when already stored): one retry is safe.
 report() {
 	code=000
 	for attempt in 1 2; do
-		code=$(printf '%s' "$body" | "$JOULECAST_CURL" --disable -sS \
-			--proto =http,https \
-			--max-time "$JOULECAST_TIMEOUT_S" --connect-timeout 2 \
-			--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
-			-H 'Content-Type: application/json' -H 'Accept: application/json' \
-			--data-binary @- -o "$tmp/answer" -w '%{http_code}' \
-			"$JOULECAST_URL/v1/jobs" 2>"$tmp/err") || true
-		[[ $code =~ ^[0-9]{3}$ ]] || code=000
+		code=$(printf '%s' "$body" | post_json /v1/jobs "$tmp/answer")
 		if [[ $code != 000 && $code != 5* ]] || ((attempt == 2)); then
 			break
 		fi
@@ -262,12 +269,7 @@ report_unreserved() {
 	mv "$spool" "$taken" 2>/dev/null || return 0
 	sent=$("$JOULECAST_JQ" -R -s -c --arg s "$source_name" '{source: $s, jobs: [split("\n")[]
 		| select(test("^[A-Za-z0-9][A-Za-z0-9._:@+=-]* [0-9]+$")) | split(" ") | {job_id: .[0], started_at: (.[1] | tonumber | todate)}]}' \
-		"$taken" | "$JOULECAST_CURL" --disable -sS --proto =http,https \
-		--max-time "$JOULECAST_TIMEOUT_S" --connect-timeout 2 \
-		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
-		-H 'Content-Type: application/json' -H 'Accept: application/json' \
-		--data-binary @- -o "$tmp/unreserved" -w '%{http_code}' \
-		"$JOULECAST_URL/v1/jobs/unreserved" 2>/dev/null) || true
+		"$taken" | post_json /v1/jobs/unreserved "$tmp/unreserved")
 	if [[ $sent == 200 ]]; then
 		log info "reported $("$JOULECAST_JQ" -r '.counted' "$tmp/unreserved" 2>/dev/null) job(s) that ran unreserved while the service was unreachable"
 		rm -f "$taken"
