@@ -39,7 +39,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     crate::accuracy::real::to_markdown(&crate::accuracy::real::run(&series))
                 );
             } else {
-                let report = crate::accuracy::run(args.apps, args.seed);
+                let runs = if args.one_run_per_count {
+                    crate::accuracy::Runs::OnePerCount
+                } else {
+                    crate::accuracy::Runs::AsDrawn
+                };
+                let report = crate::accuracy::run(args.apps, args.seed, runs);
                 print!("{}", report.to_markdown());
             }
             Ok(ExitCode::SUCCESS)

@@ -100,6 +100,10 @@ pub struct AccuracyArgs {
     /// Seed of the random generator (the same seed gives the same report).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Keep only the first run at each node count of a synthetic history
+    /// (histories measured once per count).
+    #[arg(long)]
+    pub one_run_per_count: bool,
     /// Grade time-to-solution on the real ARCHER2 measurements in this
     /// directory (tests/fixtures/archer2) instead of synthetic histories.
     #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "tests/fixtures/archer2")]

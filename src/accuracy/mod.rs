@@ -6,7 +6,7 @@
 pub mod real;
 pub mod synthetic;
 
-pub use synthetic::run;
+pub use synthetic::{Runs, run};
 
 use crate::model::Observation;
 

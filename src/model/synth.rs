@@ -143,7 +143,7 @@ pub fn node_counts(rng: &mut StdRng, max_nodes: u32, runs: usize) -> Vec<u32> {
 }
 
 /// A standard normal deviate (Box–Muller).
-fn gaussian(rng: &mut impl Rng) -> f64 {
+pub(crate) fn gaussian(rng: &mut impl Rng) -> f64 {
     let u1: f64 = rng.random_range(f64::EPSILON..1.0);
     let u2: f64 = rng.random_range(0.0..1.0);
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
