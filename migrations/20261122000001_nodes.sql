@@ -1,5 +1,5 @@
 -- The node registry and the power samples nodes draw under reference
--- workloads, from which nodes are classified (design.md §3).
+-- workloads, from which nodes are classified (docs/model.md §3).
 CREATE TABLE nodes (
     id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     name            TEXT NOT NULL UNIQUE

@@ -1,4 +1,4 @@
--- Power caps (design.md §5): a limit on the draw of the whole system
+-- Power caps (docs/model.md §5): a limit on the draw of the whole system
 -- (partition NULL) or of one partition, permanent or for a time window
 -- (cooling maintenance, say). The cap in force at a time t for a scope is the
 -- tightest one of that scope active at t.

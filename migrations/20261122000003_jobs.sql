@@ -1,5 +1,5 @@
 -- Jobs in flight: started, not yet finished. Each carries the prediction made
--- when it started and the power it reserves against the caps (design.md §5).
+-- when it started and the power it reserves against the caps (docs/model.md §5).
 -- Finishing a job turns it into a run; cancelling removes it.
 CREATE TABLE jobs (
     id               BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -1,4 +1,4 @@
--- Energy budgets per account (design.md §5): a limit in joules over a
+-- Energy budgets per account (docs/model.md §5): a limit in joules over a
 -- period, a calendar month or week (UTC) or explicit start and end.
 CREATE TABLE budgets (
     account     TEXT PRIMARY KEY CHECK (account ~ '^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,127}$'),

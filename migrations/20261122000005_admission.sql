@@ -1,4 +1,4 @@
--- Admission (design.md §5): a job may carry the time limit it was submitted
+-- Admission (docs/model.md §5): a job may carry the time limit it was submitted
 -- with. For an application without history it bounds the energy the job can
 -- commit against its account's budget (reserved power × time limit).
 ALTER TABLE jobs

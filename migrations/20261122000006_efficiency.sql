@@ -1,4 +1,4 @@
--- Fundamental efficiency factors (design.md §6.1), measured per application,
+-- Fundamental efficiency factors (docs/model.md §6.1), measured per application,
 -- code region and process count. One row per (application, region, process
 -- count): a new measurement there replaces the old one, so a retried upload
 -- never counts twice.

@@ -1,4 +1,4 @@
--- History as sufficient statistics (design.md §2.2): per application and node
+-- History as sufficient statistics (docs/model.md §2.2): per application and node
 -- count, the runs' count, summed quality weight, and per metric the weighted
 -- sum, weighted sum of squares, min and max. Kept by the statement that
 -- inserts runs (store::runs::insert_batch), in the same transaction, so a

@@ -69,7 +69,7 @@ pub struct ModelArgs {
     /// How much faster than expected is still approximate (default 'O(log p)').
     #[arg(long)]
     pub deviation_limit: Option<String>,
-    /// Exponent set, comma-separated fractions (default: design.md §6.2's 19
+    /// Exponent set, comma-separated fractions (default: docs/model.md §6.2's 19
     /// from 0 to 3).
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub exponents: Option<Vec<String>>,

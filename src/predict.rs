@@ -5,7 +5,7 @@
 //! one indexed lookup). If a model was fitted for that version, it answers
 //! from it: no refit, no reading of history. Otherwise the history is read
 //! once for that version, as sufficient statistics (one row per node count,
-//! design.md §2.2, however many runs), and the model is fitted on a blocking
+//! docs/model.md §2.2, however many runs), and the model is fitted on a blocking
 //! thread, once, however many queries wait for it. Every committed run bumps
 //! the version in the database, so writes through any replica are noticed by
 //! the next query.
@@ -56,7 +56,7 @@ struct Version {
 pub enum FitKind {
     /// One metric of the runs as measured.
     Metric(Metric),
-    /// APC normalised to the best node (design.md §3) with one set of node
+    /// APC normalised to the best node (docs/model.md §3) with one set of node
     /// powers: `scope` names the workload and partition, `id` the powers read.
     BestNodeApc { scope: u64, id: u64 },
 }
@@ -231,7 +231,7 @@ impl Models {
             .clone())
     }
 
-    /// The physics model of `app` (design.md §4) for its declared scaling
+    /// The physics model of `app` (docs/model.md §4) for its declared scaling
     /// mode, fitted once per version; `None` for an unknown mode or too
     /// little history.
     pub async fn physics(
@@ -492,7 +492,7 @@ impl NodePowers {
     }
 }
 
-/// The runs' APC as if each had run on the best nodes (design.md §3).
+/// The runs' APC as if each had run on the best nodes (docs/model.md §3).
 pub fn best_node_observations(runs: &[RunPower], powers: &NodePowers) -> Vec<Observation> {
     runs.iter()
         .map(|r| {

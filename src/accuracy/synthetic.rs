@@ -1,4 +1,4 @@
-//! The predictor against the truth on synthetic histories (design.md §4
+//! The predictor against the truth on synthetic histories (docs/model.md §4
 //! theory, src/model/synth.rs), beside three baselines.
 
 use std::fmt::Write;

@@ -1,4 +1,4 @@
-//! `POST /v1/admission`: may a queued job start now? (design.md §5)
+//! `POST /v1/admission`: may a queued job start now? (docs/model.md §5)
 //!
 //! Two checks, each with the numbers behind it:
 //! - **power**: under the cap in force for the job's partition and for the

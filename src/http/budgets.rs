@@ -1,4 +1,4 @@
-//! `/v1/budgets/{account}`: energy budgets per account (design.md §5).
+//! `/v1/budgets/{account}`: energy budgets per account (docs/model.md §5).
 
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -1,4 +1,4 @@
-//! Capacity questions (design.md §5): the largest node count under a power
+//! Capacity questions (docs/model.md §5): the largest node count under a power
 //! limit, the energy- or time-optimal node count, and the time/energy Pareto
 //! front, each from the application's fitted predictors.
 //!
@@ -83,7 +83,7 @@ fn search_range(min: Option<u32>, max: Option<u32>, app: &AppRow) -> ApiResult<S
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ModelsUsed {
     pub model_version: String,
-    /// The model family per metric (design.md §2.1): the one inside the
+    /// The model family per metric (docs/model.md §2.1): the one inside the
     /// measured range, then ` / ` and the one beyond it where they differ.
     pub ets: Option<String>,
     pub apc: Option<String>,

@@ -1,5 +1,5 @@
 //! `/v1/power-caps`: limits on the draw of the whole system or of one
-//! partition, permanent or for a time window (design.md §5).
+//! partition, permanent or for a time window (docs/model.md §5).
 
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -1,4 +1,4 @@
-//! Fundamental efficiency factors (design.md §6.1): measurements per
+//! Fundamental efficiency factors (docs/model.md §6.1): measurements per
 //! application, region and process count, and their extrapolation.
 
 use axum::extract::State;

@@ -1,4 +1,4 @@
-//! `POST /v1/import/sacct`: Slurm accounting records as runs (design.md §7).
+//! `POST /v1/import/sacct`: Slurm accounting records as runs (docs/model.md §7).
 
 use axum::body::Bytes;
 use axum::extract::State;

@@ -1,4 +1,4 @@
-//! `/v1/jobs`: jobs in flight (design.md §5). A scheduler reports a job when
+//! `/v1/jobs`: jobs in flight (docs/model.md §5). A scheduler reports a job when
 //! it starts (and gets its prediction), when it finishes (the job becomes a
 //! run, so the predictor adapts), or when it is cancelled.
 

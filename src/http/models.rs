@@ -1,4 +1,4 @@
-//! Empirical scaling models (design.md §6.2–6.3): the stateless model search,
+//! Empirical scaling models (docs/model.md §6.2–6.3): the stateless model search,
 //! the scaling model of an application's stored runs, and rules across
 //! metrics on their leading terms.
 
@@ -381,7 +381,7 @@ pub struct SearchRequest {
     /// How much faster than expected is still an approximate match, in
     /// big-O (default `O(log p)`).
     pub deviation_limit: Option<String>,
-    /// Exponent set, as fractions ("1/4", "3/2", "-1"); default design.md
+    /// Exponent set, as fractions ("1/4", "3/2", "-1"); default docs/model.md
     /// §6.2's 19 from 0 to 3.
     pub exponents: Option<Vec<String>>,
     /// Powers of log2 p, each 0 to 2; default all three.

@@ -1,5 +1,5 @@
 //! `/v1/nodes`: the node registry, power samples under reference workloads,
-//! and the classification of nodes by the power they draw (design.md §3).
+//! and the classification of nodes by the power they draw (docs/model.md §3).
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! `GET /v1/power/headroom`: the power cap in force against the estimated
-//! draw of running jobs and idle nodes (design.md §5).
+//! draw of running jobs and idle nodes (docs/model.md §5).
 
 use std::sync::Arc;
 

@@ -159,7 +159,7 @@ pub struct CurveInfo {
 
 /// The model of one metric: the family chosen by back-test for node counts
 /// inside the measured range, and the one for node counts beyond it
-/// (design.md §2.1).
+/// (docs/model.md §2.1).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PredictorInfo {
     /// The family answering inside the measured range.
@@ -341,7 +341,7 @@ pub struct Predictions<'a> {
     pub node_set: Option<NodeSet>,
 }
 
-/// APC on the best and the worst allocation of n nodes (design.md §3): the
+/// APC on the best and the worst allocation of n nodes (docs/model.md §3): the
 /// history normalised to the best node, predicted for n, plus nothing (best)
 /// or n·(P_max − P_min) (worst).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -805,7 +805,7 @@ pub async fn get_predictions(
 }
 
 /// Flag extrapolations that depart from the application's physics model
-/// (design.md §4) by more than its own misfit explains. Inside the measured
+/// (docs/model.md §4) by more than its own misfit explains. Inside the measured
 /// range the data speak for themselves; beyond it, the laws of the declared
 /// scaling mode are the best check there is.
 async fn physics_flags(
@@ -1451,7 +1451,7 @@ pub struct FittedModel {
     pub physics: Option<PhysicsInfo>,
 }
 
-/// The laws of design.md §4 fitted to the history: Amdahl (strong scaling)
+/// The laws of docs/model.md §4 fitted to the history: Amdahl (strong scaling)
 /// or Gustafson (weak) from TtS, then the idle fraction k from APC.
 /// Extrapolations departing from them by more than 10 % (or three times
 /// their %RMSE) are flagged `outside_theoretical_bounds`.

@@ -131,7 +131,7 @@ pub struct Run {
     pub ingested_at: DateTime<Utc>,
     /// For a run with a node list, once nodes are classified (one run only,
     /// `GET /v1/runs/{id}`): its APC had all its nodes been the best or the
-    /// worst (design.md §3).
+    /// worst (docs/model.md §3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apc_bounds: Option<RunApcBounds>,
 }

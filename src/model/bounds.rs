@@ -1,4 +1,4 @@
-//! APC bounds from node power classification (design.md §3).
+//! APC bounds from node power classification (docs/model.md §3).
 //!
 //! Nodes of one model draw different power for the same work. With each
 //! node's power P_u under a reference workload, and the best and worst nodes'

@@ -1,4 +1,4 @@
-//! Capacity questions (design.md §5) as searches over integer node counts.
+//! Capacity questions (docs/model.md §5) as searches over integer node counts.
 //!
 //! The predictions come in as closures (a fitted model, its max band, a
 //! physics law...), so these searches know nothing about how they were made.

@@ -1,4 +1,4 @@
-//! Node power classification (design.md §3).
+//! Node power classification (docs/model.md §3).
 //!
 //! Each node's average draw P_u under a reference workload is summarised
 //! (P_min, P_max, spread), grouped into k power classes and screened for

@@ -1,5 +1,5 @@
 //! EtS = APC × TtS across the three predictions of one node count
-//! (design.md §2.1).
+//! (docs/model.md §2.1).
 //!
 //! Each metric has its own model, chosen by its own back-test, so the three
 //! values need not multiply out. They are consistent when APC × TtS lies in

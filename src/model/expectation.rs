@@ -1,4 +1,4 @@
-//! Expectations (design.md §6.3): a stated growth in big-O, compared with the
+//! Expectations (docs/model.md §6.3): a stated growth in big-O, compared with the
 //! leading term of a fitted model.
 //!
 //! The divergence model is δ(p) = G(p)/E(p) for the model's leading term G

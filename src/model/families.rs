@@ -1,4 +1,4 @@
-//! The model families of design.md §2.1: each fits one kind of curve to one
+//! The model families of docs/model.md §2.1: each fits one kind of curve to one
 //! point per measured node count and says how many parameters it used.
 //!
 //! Every family fits relative errors (measurement noise is relative): in
@@ -238,7 +238,7 @@ impl Curve {
 pub struct FamilyFit {
     pub curve: Curve,
     pub params: usize,
-    /// %RMSE (design.md §2) against the history's points.
+    /// %RMSE (docs/model.md §2) against the history's points.
     pub rmse_pct: f64,
 }
 

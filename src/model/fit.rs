@@ -1,4 +1,4 @@
-//! Fitting one metric's history (design.md §2): the history reduced to one
+//! Fitting one metric's history (docs/model.md §2): the history reduced to one
 //! point per measured node count, the model families chosen between by
 //! back-test (select.rs), and predictions with their intervals and flags.
 //!
@@ -62,7 +62,7 @@ pub struct History {
 }
 
 /// The sufficient statistics of one metric's runs at one node count
-/// (design.md §2.2): what the stored history keeps instead of the runs.
+/// (docs/model.md §2.2): what the stored history keeps instead of the runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NodeStats {
     pub nodes: u32,

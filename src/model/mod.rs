@@ -1,4 +1,4 @@
-//! The mathematics of design.md: pure functions from history to predictions.
+//! The mathematics of docs/model.md: pure functions from history to predictions.
 //!
 //! No I/O, no async, no serde: slices of numbers in, fitted functions and
 //! numbers out.

@@ -1,4 +1,4 @@
-//! Physics-based model families (design.md §4): the parallel fraction p of
+//! Physics-based model families (docs/model.md §4): the parallel fraction p of
 //! strong scaling, the scaled parallel fraction p* of weak scaling and the
 //! idle fraction k, fitted to an application's history.
 //!
@@ -11,7 +11,7 @@
 //! weight being the summed quality of the runs there (fit.rs's `NodePoint`).
 //! Points that are not finite and positive are ignored. Measurement noise is
 //! relative, so every fit minimises the weighted *relative* squared error
-//! (weights weight / value²), as fit.rs does; the reported %RMSE is design.md
+//! (weights weight / value²), as fit.rs does; the reported %RMSE is docs/model.md
 //! §2's formula, unweighted, over the points used, as fit.rs reports it.
 
 use super::theory::{Amdahl, Gustafson};
@@ -55,7 +55,7 @@ impl GustafsonFit {
     }
 }
 
-/// The idle fraction k of design.md §4, with the power of one busy node.
+/// The idle fraction k of docs/model.md §4, with the power of one busy node.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IdleFit {
     /// Fraction of a node's full power drawn when idle, in [0, 1].
@@ -74,7 +74,7 @@ pub struct IdleFit {
 
 /// The smallest relative change of some measured point's power, as k goes
 /// from 0 to 1, for k to count as identifiable. 1 % is below the scatter of
-/// power measurements (design.md's default allowed %RMSE is 2 %), so a
+/// power measurements (docs/model.md §2's default allowed %RMSE is 2 %), so a
 /// smaller influence leaves k to the noise.
 pub const IDLE_INFLUENCE_MIN: f64 = 0.01;
 
@@ -133,7 +133,7 @@ fn prepare(raw: &[(f64, f64, f64)]) -> Option<(Vec<Point>, f64)> {
         .then_some((points, scale))
 }
 
-/// The %RMSE formula of design.md §2 (as fit.rs computes it), given the
+/// The %RMSE formula of docs/model.md §2 (as fit.rs computes it), given the
 /// model's value at each point.
 fn rmse_pct(points: &[Point], model: impl Fn(f64) -> f64) -> f64 {
     let m = points.len() as f64;
@@ -671,7 +671,7 @@ mod tests {
     }
 }
 
-/// An application's physics model (design.md §4): its time law from TtS
+/// An application's physics model (docs/model.md §4): its time law from TtS
 /// history, and its power law where the idle fraction could be fitted from
 /// APC history. It gives plausibility checks for the empirical predictor.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,4 +1,4 @@
-//! The performance model normal form of design.md §6.2:
+//! The performance model normal form of docs/model.md §6.2:
 //! y(p) = c0 + Σ_k c_k · p^(i_k) · log2(p)^(j_k),
 //! with rational exponents i and integer log powers j.
 

@@ -1,7 +1,7 @@
 //! The predictor function: continuous piecewise polynomials over the measured
 //! node counts, and the rule for going beyond them.
 
-/// Which segmentation of design.md §2 a predictor uses.
+/// Which segmentation of docs/model.md §2 a predictor uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Case {
     /// linear
@@ -153,7 +153,7 @@ impl Predictor {
     }
 }
 
-/// The steepest power laws the theory allows (design.md §4): time falls at
+/// The steepest power laws the theory allows (docs/model.md §4): time falls at
 /// most like 1/n, energy grows at most like n².
 pub const EXPONENT_RANGE: (f64, f64) = (-1.0, 2.0);
 

@@ -1,4 +1,4 @@
-//! Empirical model search (design.md §6.2): the model in normal form
+//! Empirical model search (docs/model.md §6.2): the model in normal form
 //! y(p) = c0 + Σ_k c_k · p^(i_k) · log2(p)^(j_k) with one or two terms that
 //! best predicts the points it was not fitted to.
 //!

@@ -1,9 +1,9 @@
-//! The A2EP2 segmentations of design.md §2 as a model family: every case I
+//! The A2EP2 segmentations of docs/model.md §2 as a model family: every case I
 //! to V, with break points at measured node counts and non-linear segments
 //! of degree 1 to 3, fitted jointly by weighted least squares in a basis that
 //! makes the segments meet at their break points.
 //!
-//! The same segmentations are fitted in one of two spaces (design.md §2.1):
+//! The same segmentations are fitted in one of two spaces (docs/model.md §2.1):
 //! - (n, y): weights are the runs' summed quality over the value squared,
 //!   since measurement noise is relative; a candidate that is not strictly
 //!   positive over the measured range is rejected;
@@ -52,7 +52,7 @@ pub struct Fitted {
     /// Over n (Linear) or ln n (Log), giving y or ln y.
     pub predictor: Predictor,
     pub params: usize,
-    /// %RMSE (design.md §2) of the fit against the history, in y.
+    /// %RMSE (docs/model.md §2) of the fit against the history, in y.
     pub rmse_pct: f64,
 }
 
@@ -109,7 +109,7 @@ pub fn line(history: &History) -> Option<Fitted> {
         .map(|c| c.fitted)
 }
 
-/// The %RMSE formula of design.md §2 for residuals against `history`.
+/// The %RMSE formula of docs/model.md §2 for residuals against `history`.
 pub fn pct(residuals: impl Iterator<Item = f64>, history: &History) -> f64 {
     let m = history.points.len() as f64;
     let mean_y: f64 = history.points.iter().map(|p| p.mean / m).sum();

@@ -1,4 +1,4 @@
-//! One predictor per metric, chosen by back-test (design.md §2.1).
+//! One predictor per metric, chosen by back-test (docs/model.md §2.1).
 //!
 //! Every family of families.rs is fitted to the history, and back-tested
 //! twice, each time refitting the whole family (its own choice of
@@ -12,7 +12,7 @@
 //! score weighted towards leave-one-out, one beyond it by the best weighted
 //! towards the forward test. Scores within noise of the best are tied: among
 //! those, a candidate within the allowed %RMSE beats one outside it, then
-//! fewer parameters win (design.md §2's rule), then the better score. So a
+//! fewer parameters win (docs/model.md §2's rule), then the better score. So a
 //! model far outside the allowed %RMSE can only win by back-testing better.
 //!
 //! Inside the range, the interpolation through the measured means is the
@@ -165,7 +165,7 @@ pub fn select(history: &History, options: &FitOptions, noise: Noise) -> Selectio
         return alone(scaled());
     }
     // Nothing to back-test with two node counts: power grows like a line in
-    // n, time and energy like a power law (design.md §4). Log-log
+    // n, time and energy like a power law (docs/model.md §4). Log-log
     // interpolation fits any two or more points: the last resort.
     let preferred: &[Family] = match (m, options.metric) {
         (2, Metric::Apc) => &[Family::Line, Family::PowerLaw],

@@ -1,4 +1,4 @@
-//! Synthetic application histories from the theory of design.md §4, for the
+//! Synthetic application histories from the theory of docs/model.md §4, for the
 //! accuracy suite: strong and weak scaling, parallel fractions from poor to
 //! near-ideal, idle fractions 0.2–0.6, 1–2 % measurement noise, some
 //! applications that stop scaling inside the measured range, and node counts

@@ -1,4 +1,4 @@
-//! Scaling theory (design.md §4): closed forms of time, power and energy on n
+//! Scaling theory (docs/model.md §4): closed forms of time, power and energy on n
 //! nodes, and the bounds they put on any application's curves.
 //!
 //! Units: time in multiples of T(1), power in multiples of one busy node.

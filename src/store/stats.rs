@@ -1,5 +1,5 @@
 //! `run_stats`: each application's history as sufficient statistics, one
-//! row per node count (design.md §2.2), kept by `runs::insert_batch`.
+//! row per node count (docs/model.md §2.2), kept by `runs::insert_batch`.
 
 use sqlx::{PgExecutor, PgPool};
 

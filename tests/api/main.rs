@@ -13,6 +13,7 @@ mod embedded;
 mod hygiene;
 mod imports;
 mod jobs;
+mod layout;
 mod nodes;
 mod outage;
 mod power;

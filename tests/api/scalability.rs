@@ -1,4 +1,4 @@
-//! Scalability over HTTP (design.md §6): the stateless model search, scaling
+//! Scalability over HTTP (docs/model.md §6): the stateless model search, scaling
 //! models of stored runs, rules across metrics, efficiency factors; and the
 //! `joulecast model` command.
 

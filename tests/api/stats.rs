@@ -1,4 +1,4 @@
-//! History as sufficient statistics (design.md §2.2): `run_stats` kept by
+//! History as sufficient statistics (docs/model.md §2.2): `run_stats` kept by
 //! every write equals what the migration's backfill computes from the runs,
 //! duplicates count once, and the predictor reads it.
 

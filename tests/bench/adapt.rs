@@ -1,5 +1,5 @@
 //! The cost of adapting: the first prediction after a write, as the history
-//! grows (design.md §2.2). `cargo bench --bench adapt`.
+//! grows (docs/model.md §2.2). `cargo bench --bench adapt`.
 //!
 //! Starts the release binary on its embedded default in a temporary
 //! directory and stores 2,000 runs of one application and 200,000 of

@@ -1,6 +1,6 @@
 //! Criterion benchmarks of the model: fitting histories of 10 to 10,000 runs,
 //! a prediction from a fitted (warm) model, and the empirical model search of
-//! design.md §6.2. `cargo bench --bench fit`.
+//! docs/model.md §6.2. `cargo bench --bench fit`.
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use joulecast::model::synth::{self, SyntheticApp};
@@ -52,7 +52,7 @@ fn fit(c: &mut Criterion) {
     group.finish();
 }
 
-/// Selection over every family (design.md §2.1) as the number of distinct
+/// Selection over every family (docs/model.md §2.1) as the number of distinct
 /// node counts grows: its cost depends on these, not on the runs (a history
 /// is one point per node count), and is bounded by the caps on back-test
 /// cases and break positions. Time-to-solution, the hardest metric.

@@ -1,0 +1,129 @@
+//! The shape of the repository: the project explains itself, and every
+//! reference a reader follows stays inside it.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every text file under `dirs` (relative to the root) and the named
+/// top-level files, skipping build output and fixtures.
+fn project_files(dirs: &[&str], top: &[&str]) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if !path.ends_with("fixtures") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| {
+                [
+                    "rs", "md", "sql", "sh", "lua", "toml", "yml", "yaml", "json", "py",
+                ]
+                .iter()
+                .any(|x| e == *x)
+            }) {
+                out.push(path);
+            }
+        }
+    }
+    let mut files: Vec<PathBuf> = top.iter().map(|f| root().join(f)).collect();
+    for dir in dirs {
+        walk(&root().join(dir), &mut files);
+    }
+    files
+}
+
+/// The sections of docs/model.md, as cited: "2", "2.1", …
+fn model_sections() -> Vec<String> {
+    let text = std::fs::read_to_string(root().join("docs/model.md")).unwrap();
+    text.lines()
+        .filter_map(|line| {
+            let heading = line.strip_prefix("### ").or(line.strip_prefix("## "))?;
+            let number = heading.split_whitespace().next()?.trim_end_matches('.');
+            number
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '.')
+                .then(|| number.to_owned())
+        })
+        .collect()
+}
+
+/// Section numbers cited as `model.md §N` in `text`, the citation possibly
+/// wrapped onto the next comment line.
+fn cited_sections(text: &str) -> Vec<String> {
+    let mut cited = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("model.md") {
+        rest = &rest[at + "model.md".len()..];
+        let after = rest
+            .trim_start_matches(|c: char| c.is_whitespace() || c == '/' || c == '!' || c == '-');
+        if let Some(section) = after.strip_prefix('§') {
+            let number: String = section
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            cited.push(number.trim_end_matches('.').to_owned());
+        }
+    }
+    cited
+}
+
+/// No file points outside the repository for the domain or the
+/// mathematics, and every section cited from docs/model.md exists.
+#[test]
+fn every_reference_stays_inside_the_repository() {
+    let sections = model_sections();
+    assert!(
+        [
+            "1", "2", "2.1", "2.2", "3", "4", "5", "6.1", "6.2", "6.3", "7"
+        ]
+        .iter()
+        .all(|s| sections.iter().any(|x| x == s)),
+        "docs/model.md sections: {sections:?}"
+    );
+    let files = project_files(
+        &[
+            "src",
+            "tests",
+            "migrations",
+            "docs",
+            "deploy",
+            "openapi",
+            ".ci",
+        ],
+        &["README.md", "Cargo.toml", "docker-compose.yml"],
+    );
+    assert!(files.len() > 50, "{} files", files.len());
+    let mut problems = Vec::new();
+    let mut citations = 0;
+    for file in &files {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        let name = file.strip_prefix(root()).unwrap_or(file).display();
+        // Spelled in two parts, so that this file does not name them.
+        for outside in [concat!("design", ".md"), concat!("../", "shared/")] {
+            if text.contains(outside) {
+                problems.push(format!("{name} refers to {outside}"));
+            }
+        }
+        if file.ends_with("tests/api/layout.rs") {
+            continue;
+        }
+        for section in cited_sections(&text) {
+            citations += 1;
+            if !sections.contains(&section) {
+                problems.push(format!(
+                    "{name} cites docs/model.md §{section}, which does not exist"
+                ));
+            }
+        }
+    }
+    assert!(citations > 50, "only {citations} citations found");
+    assert!(problems.is_empty(), "{problems:#?}");
+}
