@@ -3,16 +3,18 @@
 //! database round trips, or none.
 //!
 //! Every write that changes them (runs committed, application metadata, token
-//! revocation) sends a PostgreSQL notification on the `joulecast` channel in
-//! its transaction; every replica listens (`listen`) and drops the entries
+//! revocation) sends a PostgreSQL notification (`store::notify`) in its
+//! transaction; every replica listens (`listen`) and drops the entries
 //! concerned as soon as the write commits. The writing replica also drops them
 //! itself right after its commit. Entries expire after a short time as well,
 //! and everything is dropped whenever the notification connection was lost,
 //! so a missed notification costs at most that time.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -21,19 +23,10 @@ use sqlx::postgres::PgListener;
 
 use crate::predict::NodePowers;
 use crate::store::apps::AppRow;
+use crate::store::notify::{self, Change};
 use crate::store::power::Load;
 use crate::tokens::Scope;
 
-/// The notification channel.
-pub const CHANNEL: &str = "joulecast";
-/// Payload prefix of an application change: `app:<tag>`.
-pub const APP_PREFIX: &str = "app:";
-/// Payload of a token revocation.
-pub const TOKENS: &str = "tokens";
-/// Payload of a change to the node registry or its power samples.
-pub const NODES: &str = "nodes";
-/// Payload of a change to the running jobs.
-pub const LOAD: &str = "load";
 /// Entries kept at most; beyond, the cache starts afresh.
 const MAX_ENTRIES: usize = 100_000;
 
@@ -45,23 +38,102 @@ pub struct CachedToken {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-/// Cached values with the time they were stored.
-type Entries<K, V> = Mutex<HashMap<K, (V, Instant)>>;
+impl CachedToken {
+    fn live(&self) -> bool {
+        self.expires_at.is_none_or(|t| t > Utc::now())
+    }
+}
 
 /// SHA-256 of a token's secret.
 type TokenHash = [u8; 32];
 
-pub struct Caches {
+/// A counter bumped by every invalidation, shared by all the maps: a value
+/// read before an invalidation is not cached after it.
+type Generation = Arc<AtomicU64>;
+
+/// A map whose entries live `ttl` (zero: nothing is kept), holding at most
+/// `MAX_ENTRIES` (beyond, it starts afresh), and refusing a value read
+/// before the latest invalidation.
+struct TtlMap<K, V> {
     ttl: Duration,
-    /// Bumped by every invalidation: a row read before one is not cached.
-    generation: AtomicU64,
-    tokens: Entries<TokenHash, Arc<CachedToken>>,
-    apps: Entries<String, Arc<AppRow>>,
+    generation: Generation,
+    entries: Mutex<HashMap<K, (V, Instant)>>,
+}
+
+impl<K: Eq + Hash, V: Clone> TtlMap<K, V> {
+    fn new(ttl: Duration, generation: &Generation) -> Self {
+        TtlMap {
+            ttl,
+            generation: generation.clone(),
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<K, (V, Instant)>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The value stored under `key` less than `ttl` ago.
+    fn fresh<Q: Eq + Hash + ?Sized>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
+        let entries = self.lock();
+        let (value, at) = entries.get(key)?;
+        (at.elapsed() < self.ttl).then(|| value.clone())
+    }
+
+    /// The value stored under `key`, however long ago.
+    fn stale<Q: Eq + Hash + ?Sized>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
+        self.lock().get(key).map(|(value, _)| value.clone())
+    }
+
+    /// Keep `value`, read after the generation was `read_at`, unless
+    /// something was invalidated meanwhile (the value might predate that
+    /// write). The check happens under the map's lock, which invalidations
+    /// take before bumping the generation.
+    fn put(&self, key: K, value: V, read_at: u64) {
+        if self.ttl.is_zero() {
+            return;
+        }
+        let mut entries = self.lock();
+        if self.generation.load(Ordering::SeqCst) != read_at {
+            return;
+        }
+        if entries.len() >= MAX_ENTRIES {
+            entries.clear();
+        }
+        entries.insert(key, (value, Instant::now()));
+    }
+
+    fn remove<Q: Eq + Hash + ?Sized>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+    {
+        let mut entries = self.lock();
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        entries.remove(key);
+    }
+
+    fn clear(&self) {
+        let mut entries = self.lock();
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        entries.clear();
+    }
+}
+
+pub struct Caches {
+    generation: Generation,
+    tokens: TtlMap<TokenHash, Arc<CachedToken>>,
+    apps: TtlMap<String, Arc<AppRow>>,
     /// Node powers per (workload, partition), for APC bounds; `None` where
     /// no node has samples, so that predictions do not ask again.
-    node_powers: Entries<PowersKey, Option<Arc<NodePowers>>>,
+    node_powers: TtlMap<PowersKey, Option<Arc<NodePowers>>>,
     /// Running jobs and node idle powers, for admission.
-    load: Mutex<Option<(Arc<Load>, Instant)>>,
+    load: TtlMap<(), Arc<Load>>,
     /// The notification connection is down: the database is taken for
     /// unreachable, and expired entries answer instead (see `stale_*`).
     degraded: std::sync::atomic::AtomicBool,
@@ -73,13 +145,13 @@ pub type PowersKey = (String, Option<String>);
 impl Caches {
     /// Caches whose entries live `ttl` (zero: no caching).
     pub fn new(ttl: Duration) -> Caches {
+        let generation = Generation::default();
         Caches {
-            ttl,
-            generation: AtomicU64::new(0),
-            tokens: Mutex::new(HashMap::new()),
-            apps: Mutex::new(HashMap::new()),
-            node_powers: Mutex::new(HashMap::new()),
-            load: Mutex::new(None),
+            tokens: TtlMap::new(ttl, &generation),
+            apps: TtlMap::new(ttl, &generation),
+            node_powers: TtlMap::new(ttl, &generation),
+            load: TtlMap::new(ttl, &generation),
+            generation,
             degraded: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -101,169 +173,100 @@ impl Caches {
         }
     }
 
-    /// A token as last verified, however long ago (its own expiry still
-    /// holds): for a database outage only. A revocation made meanwhile cannot
-    /// be seen until the database is back.
-    pub fn stale_token(&self, hash: &TokenHash) -> Option<Arc<CachedToken>> {
-        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        let (token, _) = tokens.get(hash)?;
-        token
-            .expires_at
-            .is_none_or(|t| t > Utc::now())
-            .then(|| token.clone())
-    }
-
-    /// An application row as last read, however long ago: outages only.
-    pub fn stale_app(&self, tag: &str) -> Option<Arc<AppRow>> {
-        let apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
-        apps.get(tag).map(|(row, _)| row.clone())
-    }
-
-    /// Node powers as last read, however long ago: outages only.
-    pub fn stale_node_powers(&self, key: &PowersKey) -> Option<Option<Arc<NodePowers>>> {
-        let powers = self.node_powers.lock().unwrap_or_else(|e| e.into_inner());
-        powers.get(key).map(|(entry, _)| entry.clone())
-    }
-
-    pub fn load(&self) -> Option<Arc<Load>> {
-        let load = self.load.lock().unwrap_or_else(|e| e.into_inner());
-        let (entry, at) = load.as_ref()?;
-        (at.elapsed() < self.ttl).then(|| entry.clone())
-    }
-
-    /// Cache the load read after `generation()` returned `read_at`, unless
-    /// something was invalidated meanwhile.
-    pub fn put_load(&self, entry: Arc<Load>, read_at: u64) {
-        if self.ttl.is_zero() {
-            return;
-        }
-        let mut load = self.load.lock().unwrap_or_else(|e| e.into_inner());
-        if self.generation() == read_at {
-            *load = Some((entry, Instant::now()));
-        }
-    }
-
-    pub fn forget_load(&self) {
-        let mut load = self.load.lock().unwrap_or_else(|e| e.into_inner());
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        *load = None;
-    }
-
-    /// `Some(None)`: known to have no classified node.
-    pub fn node_powers(&self, key: &PowersKey) -> Option<Option<Arc<NodePowers>>> {
-        let powers = self.node_powers.lock().unwrap_or_else(|e| e.into_inner());
-        let (entry, at) = powers.get(key)?;
-        (at.elapsed() < self.ttl).then(|| entry.clone())
-    }
-
-    /// Cache node powers read after `generation()` returned `read_at`, unless
-    /// something was invalidated meanwhile.
-    pub fn put_node_powers(&self, key: PowersKey, entry: Option<Arc<NodePowers>>, read_at: u64) {
-        if self.ttl.is_zero() {
-            return;
-        }
-        let mut powers = self.node_powers.lock().unwrap_or_else(|e| e.into_inner());
-        if self.generation() != read_at {
-            return;
-        }
-        if powers.len() >= MAX_ENTRIES {
-            powers.clear();
-        }
-        powers.insert(key, (entry, Instant::now()));
-    }
-
-    /// Node changes drop the node powers and the load (idle powers).
-    pub fn forget_nodes(&self) {
-        let mut powers = self.node_powers.lock().unwrap_or_else(|e| e.into_inner());
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        powers.clear();
-        drop(powers);
-        self.forget_load();
-    }
-
-    pub fn token(&self, hash: &TokenHash) -> Option<Arc<CachedToken>> {
-        let tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        let (token, at) = tokens.get(hash)?;
-        let live = token.expires_at.is_none_or(|t| t > Utc::now());
-        (at.elapsed() < self.ttl && live).then(|| token.clone())
-    }
-
-    /// Cache `token`, read after `generation()` returned `read_at`, unless
-    /// something was invalidated meanwhile: a token read just before its
-    /// revocation must not be cached after the revocation dropped it.
-    pub fn put_token(&self, hash: TokenHash, token: Arc<CachedToken>, read_at: u64) {
-        if self.ttl.is_zero() {
-            return;
-        }
-        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        if self.generation() != read_at {
-            return;
-        }
-        if tokens.len() >= MAX_ENTRIES {
-            tokens.clear();
-        }
-        tokens.insert(hash, (token, Instant::now()));
-    }
-
-    pub fn app(&self, tag: &str) -> Option<Arc<AppRow>> {
-        let apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
-        let (row, at) = apps.get(tag)?;
-        (at.elapsed() < self.ttl).then(|| row.clone())
-    }
-
-    /// The current generation: take it before reading what to cache.
+    /// The current generation: take it before reading what to cache, and
+    /// pass it to the `put_*` that caches what was read.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::SeqCst)
     }
 
-    /// Cache `row`, read after `generation()` returned `read_at`, unless
-    /// something was invalidated meanwhile (the row might predate that write).
-    pub fn put_app(&self, row: Arc<AppRow>, read_at: u64) {
-        if self.ttl.is_zero() {
-            return;
-        }
-        let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
-        if self.generation() != read_at {
-            return;
-        }
-        if apps.len() >= MAX_ENTRIES {
-            apps.clear();
-        }
-        apps.insert(row.tag.clone(), (row, Instant::now()));
+    /// A live token, verified less than the lifetime ago.
+    pub fn token(&self, hash: &TokenHash) -> Option<Arc<CachedToken>> {
+        self.tokens.fresh(hash).filter(|t| t.live())
     }
 
-    pub fn forget_app(&self, tag: &str) {
-        let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        apps.remove(tag);
+    /// A token as last verified, however long ago (its own expiry still
+    /// holds): for a database outage only. A revocation made meanwhile cannot
+    /// be seen until the database is back.
+    pub fn stale_token(&self, hash: &TokenHash) -> Option<Arc<CachedToken>> {
+        self.tokens.stale(hash).filter(|t| t.live())
+    }
+
+    /// Cache `token`, read at generation `read_at`: a token read just before
+    /// its revocation is not cached after the revocation dropped it.
+    pub fn put_token(&self, hash: TokenHash, token: Arc<CachedToken>, read_at: u64) {
+        self.tokens.put(hash, token, read_at);
     }
 
     pub fn forget_tokens(&self) {
-        let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        tokens.clear();
+        self.tokens.clear();
+    }
+
+    pub fn app(&self, tag: &str) -> Option<Arc<AppRow>> {
+        self.apps.fresh(tag)
+    }
+
+    /// An application row as last read, however long ago: outages only.
+    pub fn stale_app(&self, tag: &str) -> Option<Arc<AppRow>> {
+        self.apps.stale(tag)
+    }
+
+    /// Cache `row`, read at generation `read_at`.
+    pub fn put_app(&self, row: Arc<AppRow>, read_at: u64) {
+        self.apps.put(row.tag.clone(), row, read_at);
+    }
+
+    pub fn forget_app(&self, tag: &str) {
+        self.apps.remove(tag);
+    }
+
+    /// `Some(None)`: known to have no classified node.
+    pub fn node_powers(&self, key: &PowersKey) -> Option<Option<Arc<NodePowers>>> {
+        self.node_powers.fresh(key)
+    }
+
+    /// Node powers as last read, however long ago: outages only.
+    pub fn stale_node_powers(&self, key: &PowersKey) -> Option<Option<Arc<NodePowers>>> {
+        self.node_powers.stale(key)
+    }
+
+    /// Cache node powers read at generation `read_at`.
+    pub fn put_node_powers(&self, key: PowersKey, entry: Option<Arc<NodePowers>>, read_at: u64) {
+        self.node_powers.put(key, entry, read_at);
+    }
+
+    /// Node changes drop the node powers and the load (idle powers).
+    pub fn forget_nodes(&self) {
+        self.node_powers.clear();
+        self.forget_load();
+    }
+
+    pub fn load(&self) -> Option<Arc<Load>> {
+        self.load.fresh(&())
+    }
+
+    /// Cache the load read at generation `read_at`.
+    pub fn put_load(&self, entry: Arc<Load>, read_at: u64) {
+        self.load.put((), entry, read_at);
+    }
+
+    pub fn forget_load(&self) {
+        self.load.clear();
     }
 
     pub fn clear(&self) {
         self.forget_tokens();
         self.forget_nodes();
-        let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        apps.clear();
+        self.apps.clear();
     }
 
     /// Apply one notification payload.
     pub fn apply(&self, payload: &str) {
-        if let Some(tag) = payload.strip_prefix(APP_PREFIX) {
-            self.forget_app(tag);
-        } else if payload == TOKENS {
-            self.forget_tokens();
-        } else if payload == NODES {
-            self.forget_nodes();
-        } else if payload == LOAD {
-            self.forget_load();
-        } else {
-            self.clear();
+        match Change::parse(payload) {
+            Some(Change::App(tag)) => self.forget_app(&tag),
+            Some(Change::Tokens) => self.forget_tokens(),
+            Some(Change::Nodes) => self.forget_nodes(),
+            Some(Change::Load) => self.forget_load(),
+            None => self.clear(),
         }
     }
 }
@@ -286,7 +289,7 @@ pub async fn listen(pool: PgPool, caches: Arc<Caches>) {
                 continue;
             }
         };
-        if let Err(error) = listener.listen(CHANNEL).await {
+        if let Err(error) = listener.listen(notify::CHANNEL).await {
             tracing::debug!(%error, "cache notifications: cannot listen; retrying");
             caches.set_degraded(true);
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -354,7 +357,7 @@ mod tests {
         assert!(caches.app("a").is_none());
         // A token read just before its revocation (issue 13).
         let read_at = caches.generation();
-        caches.apply(TOKENS);
+        caches.apply(&Change::Tokens.payload());
         let token = CachedToken {
             id: 1,
             scopes: vec![Scope::Read],
@@ -363,6 +366,27 @@ mod tests {
         caches.put_token([3; 32], Arc::new(token), read_at);
         assert!(caches.token(&[3; 32]).is_none());
         assert!(caches.stale_token(&[3; 32]).is_none());
+    }
+
+    #[test]
+    fn every_map_refuses_what_was_read_before_an_invalidation() {
+        let caches = Caches::new(Duration::from_secs(60));
+        let load = || Arc::new(Load::new(Vec::new(), Vec::new()));
+        let read_at = caches.generation();
+        caches.apply(&Change::Nodes.payload());
+        caches.put_load(load(), read_at);
+        caches.put_node_powers(("w".into(), None), None, read_at);
+        assert!(caches.load().is_none());
+        assert!(caches.node_powers(&("w".into(), None)).is_none());
+        // Any invalidation counts, whichever map it names.
+        let read_at = caches.generation();
+        caches.apply("app:other");
+        caches.put_load(load(), read_at);
+        assert!(caches.load().is_none());
+        caches.put_load(load(), caches.generation());
+        assert!(caches.load().is_some());
+        caches.apply(&Change::Load.payload());
+        assert!(caches.load().is_none());
     }
 
     #[test]

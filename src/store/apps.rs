@@ -1,5 +1,6 @@
 //! The `applications` table.
 
+use super::notify;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -118,7 +119,8 @@ pub async fn upsert_metadata(
              allowed_rmse_pct = EXCLUDED.allowed_rmse_pct,
              updated_at = now()
          RETURNING {COLUMNS}, (xmax = 0) AS created,
-                   pg_notify('joulecast', 'app:' || a.tag) IS NULL AS _notified"
+                   {notify} IS NULL AS _notified",
+        notify = notify::sql_app("a.tag"),
     );
     // The RETURNING clause also notifies every replica's cache (see `cache`).
     #[derive(sqlx::FromRow)]
@@ -184,9 +186,9 @@ pub async fn remove_if_unused(conn: &mut PgConnection, ids: &[i64]) -> sqlx::Res
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    sqlx::query_scalar(
-        // SKIP LOCKED: a row locked by a batch is gaining runs; waiting for
-        // it under the admission lock could deadlock with that batch.
+    // SKIP LOCKED: a row locked by a batch is gaining runs; waiting for it
+    // under the admission lock could deadlock with that batch.
+    let query = format!(
         "WITH removed AS (
              DELETE FROM applications WHERE id IN (
                  SELECT a.id FROM applications a
@@ -198,9 +200,11 @@ pub async fn remove_if_unused(conn: &mut PgConnection, ids: &[i64]) -> sqlx::Res
              )
              RETURNING tag
          )
-         SELECT tag FROM removed, pg_notify('joulecast', 'app:' || tag)",
-    )
-    .bind(ids)
-    .fetch_all(&mut *conn)
-    .await
+         SELECT tag FROM removed, {notify}",
+        notify = notify::sql_app("tag"),
+    );
+    sqlx::query_scalar(sqlx::AssertSqlSafe(query))
+        .bind(ids)
+        .fetch_all(&mut *conn)
+        .await
 }

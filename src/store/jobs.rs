@@ -1,5 +1,6 @@
 //! The `jobs` table: jobs in flight.
 
+use super::notify::{self, Change};
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 
@@ -119,10 +120,7 @@ pub async fn list(
 
 /// Tell every replica that the running jobs changed (see `cache`).
 async fn notify_load(executor: impl PgExecutor<'_>) -> sqlx::Result<()> {
-    sqlx::query("SELECT pg_notify('joulecast', 'load')")
-        .execute(executor)
-        .await?;
-    Ok(())
+    notify::send(executor, &Change::Load).await
 }
 
 /// Record jobs that ran without a reservation (the service could not be
@@ -225,14 +223,16 @@ pub async fn delete(
     source: &str,
     job_id: &str,
 ) -> sqlx::Result<Option<Vec<String>>> {
-    let app: Option<i64> = sqlx::query_scalar(
+    let query = format!(
         "DELETE FROM jobs WHERE source = $1 AND job_id = $2
-         RETURNING app_id, pg_notify('joulecast', 'load') IS NULL AS _notified",
-    )
-    .bind(source)
-    .bind(job_id)
-    .fetch_optional(&mut *conn)
-    .await?;
+         RETURNING app_id, {notify} IS NULL AS _notified",
+        notify = notify::sql(&Change::Load),
+    );
+    let app: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(query))
+        .bind(source)
+        .bind(job_id)
+        .fetch_optional(&mut *conn)
+        .await?;
     match app {
         Some(app) => Ok(Some(
             super::apps::remove_if_unused(&mut *conn, &[app]).await?,

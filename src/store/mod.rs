@@ -7,6 +7,7 @@ pub mod caps;
 pub mod efficiency;
 pub mod jobs;
 pub mod nodes;
+pub mod notify;
 pub mod power;
 pub mod runs;
 pub mod stats;

@@ -3,6 +3,7 @@
 //! Every write notifies `nodes` on the cache channel (see `cache`), so that
 //! every replica drops the node powers it keeps for APC bounds.
 
+use super::notify::{self, Change};
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 
@@ -47,7 +48,8 @@ pub async fn upsert(
              peak_power_w = EXCLUDED.peak_power_w,
              updated_at = now()
          RETURNING {COLUMNS}, (xmax = 0) AS created,
-                   pg_notify('joulecast', 'nodes') IS NULL AS _notified"
+                   {notify} IS NULL AS _notified",
+        notify = notify::sql(&Change::Nodes),
     );
     #[derive(sqlx::FromRow)]
     struct Upserted {
@@ -210,9 +212,7 @@ pub async fn insert_samples(
         .iter()
         .any(|o| matches!(o, SampleOutcome::Created(_)))
     {
-        sqlx::query("SELECT pg_notify('joulecast', 'nodes')")
-            .execute(&mut *tx)
-            .await?;
+        notify::send(&mut *tx, &Change::Nodes).await?;
     }
     tx.commit().await?;
     Ok(outcomes)

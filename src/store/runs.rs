@@ -1,5 +1,6 @@
 //! The `runs` table.
 
+use super::notify;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -223,12 +224,14 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
     apps::remove_unused(&mut *conn, &apps.created).await?;
     if !created.is_empty() {
         // Tell every replica's cache (delivered when the transaction commits).
-        sqlx::query(
-            "SELECT pg_notify('joulecast', 'app:' || tag) FROM unnest($1::text[]) AS t(tag)",
-        )
-        .bind(&tags)
-        .execute(&mut *conn)
-        .await?;
+        let query = format!(
+            "SELECT {notify} FROM unnest($1::text[]) AS t(tag)",
+            notify = notify::sql_app("tag"),
+        );
+        sqlx::query(sqlx::AssertSqlSafe(query))
+            .bind(&tags)
+            .execute(&mut *conn)
+            .await?;
     }
 
     let mut created: HashMap<(String, String), i64> = created

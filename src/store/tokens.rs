@@ -1,5 +1,6 @@
 //! The `api_tokens` table.
 
+use super::notify::{self, Change};
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
@@ -76,7 +77,8 @@ pub async fn revoke(executor: impl PgExecutor<'_>, id: i64) -> sqlx::Result<Opti
     let query = format!(
         "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, now())
          WHERE id = $1
-         RETURNING {COLUMNS}, pg_notify('joulecast', 'tokens') IS NULL AS _notified"
+         RETURNING {COLUMNS}, {notify} IS NULL AS _notified",
+        notify = notify::sql(&Change::Tokens),
     );
     sqlx::query_as(sqlx::AssertSqlSafe(query))
         .bind(id)
