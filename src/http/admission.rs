@@ -11,6 +11,9 @@
 //! makes the same decision again under a lock and stores the job in the same
 //! transaction, so that two jobs cannot both take headroom only one fits in.
 
+use super::error::responses::{
+    MalformedJson, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -431,13 +434,13 @@ fn energy_reason(e: &EnergyCheck) -> String {
     security(("bearer" = ["schedule"])),
     responses(
         (status = 200, description = "The decision and its figures", body = Admission),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = MalformedJson),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsSchedule),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid field, bad node list or unknown nodes", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn admission(
     _: Authorized<auth::Schedule>,

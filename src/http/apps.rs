@@ -1,5 +1,8 @@
 //! `/v1/apps`: applications, their metadata and their runs.
 
+use super::error::responses::{
+    BadQuery, NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable, UnknownApp,
+};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -122,12 +125,12 @@ pub(super) fn check_tag(tag: &str) -> Result<(), ApiError> {
         (status = 201, description = "Created", body = App),
         (status = 200, description = "Metadata replaced", body = App),
         (status = 400, description = "Malformed JSON or tag", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsAdmin),
         (status = 422, description = "Invalid metadata", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn put_app(
     _: Authorized<auth::Admin>,
@@ -165,11 +168,11 @@ pub async fn put_app(
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The application", body = App),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
         (status = 400, description = "Bad path or query parameter, or malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_app(
     _: Authorized<auth::Read>,
@@ -238,10 +241,10 @@ pub struct AppPage {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "One page of applications", body = AppPage),
-        (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadQuery),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn list_apps(
     _: Authorized<auth::Read>,
@@ -306,11 +309,11 @@ pub struct RunPage {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "One page of runs", body = RunPage),
-        (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadQuery),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn list_app_runs(
     _: Authorized<auth::Read>,

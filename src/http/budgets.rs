@@ -1,5 +1,8 @@
 //! `/v1/budgets/{account}`: energy budgets per account (docs/model.md §5).
 
+use super::error::responses::{
+    NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
@@ -137,12 +140,12 @@ fn check_account(account: &str) -> Result<(), ApiError> {
         (status = 201, description = "Created", body = Budget),
         (status = 200, description = "Replaced", body = Budget),
         (status = 400, description = "Malformed JSON or account", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsAdmin),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid budget", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn put_budget(
     _: Authorized<auth::Admin>,
@@ -208,10 +211,10 @@ pub async fn put_budget(
     responses(
         (status = 200, description = "The budget and where the account stands", body = Budget),
         (status = 400, description = "Bad account", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
         (status = 404, description = "No budget for the account", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_budget(
     _: Authorized<auth::Read>,

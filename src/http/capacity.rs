@@ -7,6 +7,9 @@
 //! counts needs one consistent curve, and one lucky run must not make its
 //! node count look best.
 
+use super::error::responses::{
+    BadParameter, FitsBusy, NeedsRead, Unauthorized, Unavailable, UnknownApp,
+};
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -166,13 +169,13 @@ pub struct MaxNodes {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The answer, or why there is none", body = MaxNodes),
-        (status = 400, description = "Bad parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadParameter),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
         (status = 422, description = "No runs yet, or no classification for bound=worst", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = FitsBusy),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn max_nodes(
     _: Authorized<auth::Read>,
@@ -352,13 +355,13 @@ pub struct Optimal {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The answer, or why there is none", body = Optimal),
-        (status = 400, description = "Bad parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadParameter),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
         (status = 422, description = "No runs yet", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = FitsBusy),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn optimal_nodes(
     _: Authorized<auth::Read>,
@@ -499,13 +502,13 @@ pub struct Pareto {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The Pareto front", body = Pareto),
-        (status = 400, description = "Bad parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadParameter),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
         (status = 422, description = "No runs yet", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = FitsBusy),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn pareto(
     _: Authorized<auth::Read>,

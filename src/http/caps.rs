@@ -1,6 +1,9 @@
 //! `/v1/power-caps`: limits on the draw of the whole system or of one
 //! partition, permanent or for a time window (docs/model.md §5).
 
+use super::error::responses::{
+    BadQuery, NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -81,12 +84,12 @@ fn check_name(name: &str) -> Result<(), ApiError> {
         (status = 201, description = "Created", body = PowerCap),
         (status = 200, description = "Replaced", body = PowerCap),
         (status = 400, description = "Malformed JSON or name", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsAdmin),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid cap", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn put_cap(
     _: Authorized<auth::Admin>,
@@ -140,10 +143,10 @@ pub async fn put_cap(
     responses(
         (status = 200, description = "The cap", body = PowerCap),
         (status = 400, description = "Bad name", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
         (status = 404, description = "No such cap", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_cap(
     _: Authorized<auth::Read>,
@@ -165,10 +168,10 @@ pub async fn get_cap(
     responses(
         (status = 204, description = "Removed"),
         (status = 400, description = "Bad name", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsAdmin),
         (status = 404, description = "No such cap", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn delete_cap(
     _: Authorized<auth::Admin>,
@@ -228,10 +231,10 @@ pub struct PowerCaps {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The caps", body = PowerCaps),
-        (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadQuery),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn list_caps(
     _: Authorized<auth::Read>,

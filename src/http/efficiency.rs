@@ -1,6 +1,9 @@
 //! Fundamental efficiency factors (docs/model.md §6.1): measurements per
 //! application, region and process count, and their extrapolation.
 
+use super::error::responses::{
+    HeavyBusy, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable, UnknownApp,
+};
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -222,12 +225,12 @@ fn check(input: MeasurementsInput) -> Result<Vec<NewMeasurement>, Vec<validate::
         (status = 201, description = "Stored, some new", body = Stored),
         (status = 200, description = "Stored, all replacing earlier ones", body = Stored),
         (status = 400, description = "Malformed JSON or tag", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsIngest),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid measurements", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn post_efficiency(
     _: Authorized<auth::Ingest>,
@@ -301,10 +304,10 @@ fn check_region(region: Option<&str>) -> ApiResult<()> {
     responses(
         (status = 200, description = "The measurements, by region and process count", body = MeasurementList),
         (status = 400, description = "Bad tag or region", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_efficiency(
     _: Authorized<auth::Read>,
@@ -471,12 +474,12 @@ fn targets_of(text: Option<&str>) -> ApiResult<Option<Vec<u64>>> {
     responses(
         (status = 200, description = "The extrapolation, per region", body = Scalability),
         (status = 400, description = "Bad targets or region", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
         (status = 404, description = "Unknown application, or no such region", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No efficiency measurements yet", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many heavy requests under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = HeavyBusy),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_scalability(
     _: Authorized<auth::Read>,

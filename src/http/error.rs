@@ -28,6 +28,40 @@ pub struct Problem {
     pub errors: Vec<ProblemField>,
 }
 
+/// The problem answers that many operations share, as named OpenAPI
+/// response components (`response = Unauthorized` in a path's responses).
+pub mod responses {
+    use utoipa::ToResponse;
+
+    use super::Problem;
+
+    macro_rules! problem_responses {
+        ($($name:ident: $description:literal;)*) => {$(
+            #[derive(ToResponse)]
+            #[response(description = $description, content_type = "application/problem+json")]
+            pub struct $name(#[allow(dead_code)] Problem);
+        )*};
+    }
+
+    problem_responses! {
+        Unauthorized: "Missing or invalid token";
+        Unavailable: "Database unavailable, or the request took too long; retry";
+        NeedsRead: "Token lacks the `read` scope";
+        NeedsIngest: "Token lacks the `ingest` scope";
+        NeedsSchedule: "Token lacks the `schedule` scope";
+        NeedsAdmin: "Token lacks the `admin` scope";
+        NotJson: "Body is not JSON";
+        TooLarge: "Body too large";
+        MalformedJson: "Malformed JSON";
+        UnknownApp: "Unknown application";
+        BadQuery: "Bad query parameter";
+        BadParameter: "Bad parameter";
+        FitsBusy: "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds";
+        HeavyBusy: "Too many heavy requests under way; retry after `Retry-After` seconds";
+        NoRuns: "The application has no runs yet";
+    }
+}
+
 /// One invalid field.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
 pub struct ProblemField {

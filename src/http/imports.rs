@@ -1,5 +1,6 @@
 //! `POST /v1/import/sacct`: Slurm accounting records as runs (docs/model.md §7).
 
+use super::error::responses::{NeedsIngest, Unauthorized, Unavailable};
 use axum::body::Bytes;
 use axum::extract::State;
 use chrono::{FixedOffset, Offset, Utc};
@@ -83,11 +84,11 @@ impl SacctParams {
     responses(
         (status = 200, description = "What was imported and what was skipped", body = Summary),
         (status = 400, description = "Bad query parameter, or a body that is not UTF-8", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsIngest),
         (status = 413, description = "Body too large (import large files with `joulecast import sacct`)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No usable header line", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn import_sacct(
     _: Authorized<auth::Ingest>,

@@ -2,6 +2,9 @@
 //! it starts (and gets its prediction), when it finishes (the job becomes a
 //! run, so the predictor adapts), or when it is cancelled.
 
+use super::error::responses::{
+    BadQuery, MalformedJson, NeedsRead, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -206,13 +209,13 @@ pub(super) async fn estimate(
         (status = 201, description = "Stored as running", body = Job),
         (status = 200, description = "Already running", body = Job),
         (status = 400, description = "Malformed JSON or node list", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsSchedule),
         (status = 409, description = "This (source, job_id) is already a finished run or its end was reported, while it was not running, at or after this start's `started_at` (`errors` names `job_id`); or the job does not fit under a cap or its budget, and was not stored (`admission` says why)", body = Refusal, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid job, or unknown nodes", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn start_job(
     _: Authorized<auth::Schedule>,
@@ -428,10 +431,10 @@ pub struct Jobs {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "Running jobs", body = Jobs),
-        (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadQuery),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn list_jobs(
     _: Authorized<auth::Read>,
@@ -502,15 +505,15 @@ pub struct Finished {
     security(("bearer" = ["schedule"])),
     responses(
         (status = 200, description = "The run the job became", body = Finished),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = MalformedJson),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsSchedule),
         (status = 404, description = "No such job, running or finished; the end is remembered, so that a start of it reported later is refused", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Already finished with other values", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid measurements", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn finish_job(
     _: Authorized<auth::Schedule>,
@@ -597,10 +600,10 @@ pub async fn finish_job(
     security(("bearer" = ["schedule"])),
     responses(
         (status = 204, description = "Removed"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsSchedule),
         (status = 404, description = "No such running job; the end is remembered, so that a start of it reported later is refused", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn cancel_job(
     _: Authorized<auth::Schedule>,

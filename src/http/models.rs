@@ -2,6 +2,10 @@
 //! the scaling model of an application's stored runs, and rules across
 //! metrics on their leading terms.
 
+use super::error::responses::{
+    BadParameter, HeavyBusy, MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized,
+    Unavailable, UnknownApp,
+};
 use std::collections::BTreeMap;
 
 use axum::extract::State;
@@ -501,13 +505,13 @@ fn search_error(
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The models", body = SearchAnswer),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = MalformedJson),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid data or options (too few distinct p, a bad expectation, ...)", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many heavy requests under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = HeavyBusy),
         (status = 503, description = "The request took too long; retry", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn search_models(
@@ -612,13 +616,13 @@ pub struct AppScalingModel {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The model", body = AppScalingModel),
-        (status = 400, description = "Bad parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadParameter),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
         (status = 422, description = "Too few distinct node counts in the history", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many heavy requests under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = HeavyBusy),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_scaling_model(
     _: Authorized<auth::Read>,
@@ -756,14 +760,14 @@ pub struct RulesAnswer {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "Each rule with its verdict", body = RulesAnswer),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = MalformedJson),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid rules, an unknown application, or one whose history has too few node counts", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many heavy requests under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = HeavyBusy),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn check_rules(
     _: Authorized<auth::Read>,

@@ -1,6 +1,10 @@
 //! `/v1/nodes`: the node registry, power samples under reference workloads,
 //! and the classification of nodes by the power they draw (docs/model.md §3).
 
+use super::error::responses::{
+    BadQuery, MalformedJson, NeedsAdmin, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized,
+    Unavailable,
+};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -93,12 +97,12 @@ fn check_node_name(name: &str) -> Result<(), ApiError> {
         (status = 201, description = "Registered", body = Node),
         (status = 200, description = "Metadata replaced", body = Node),
         (status = 400, description = "Malformed JSON or node name", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsAdmin),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid metadata", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn put_node(
     _: Authorized<auth::Admin>,
@@ -157,10 +161,10 @@ pub async fn put_node(
     responses(
         (status = 200, description = "The node", body = Node),
         (status = 400, description = "Bad node name", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
         (status = 404, description = "Unknown node", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_node(
     _: Authorized<auth::Read>,
@@ -201,10 +205,10 @@ pub struct NodePage {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "One page of nodes", body = NodePage),
-        (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadQuery),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn list_nodes(
     _: Authorized<auth::Read>,
@@ -317,13 +321,13 @@ fn validate_sample(input: SampleInput, now: DateTime<Utc>) -> Result<NewSample, 
     security(("bearer" = ["ingest"])),
     responses(
         (status = 200, description = "Per-item results; valid samples are committed", body = SampleResult),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = MalformedJson),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsIngest),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Empty or oversized batch", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn post_samples(
     _: Authorized<auth::Ingest>,
@@ -513,11 +517,11 @@ pub struct Classification {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The classification", body = Classification),
-        (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadQuery),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
         (status = 404, description = "No samples of this workload (in this partition)", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_classification(
     _: Authorized<auth::Read>,

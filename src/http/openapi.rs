@@ -4,6 +4,8 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use super::error::responses::*;
+
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -16,6 +18,10 @@ use utoipa::{Modify, OpenApi};
                        `ingest`, `schedule` (includes `read`), `admin` (includes all).",
         license(name = "Proprietary")
     ),
+    components(responses(
+        Unauthorized, Unavailable, NeedsRead, NeedsIngest, NeedsSchedule, NeedsAdmin, NotJson,
+        TooLarge, MalformedJson, UnknownApp, BadQuery, BadParameter, FitsBusy, HeavyBusy, NoRuns,
+    )),
     modifiers(&BearerAuth),
     tags(
         (name = "runs", description = "Energy and power history of application runs"),

@@ -1,6 +1,7 @@
 //! `GET /v1/power/headroom`: the power cap in force against the estimated
 //! draw of running jobs and idle nodes (docs/model.md §5).
 
+use super::error::responses::{BadQuery, NeedsRead, Unauthorized, Unavailable};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -11,7 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::auth::{self, Authorized};
 use super::caps::PowerCap;
-use super::error::{ApiResult, Problem};
+use super::error::ApiResult;
 use super::extract::Query;
 use crate::store::{self, power::Load, power::Nodes};
 
@@ -77,10 +78,10 @@ pub struct Headroom {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "Cap, draw and headroom", body = Headroom),
-        (status = 400, description = "Bad query parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadQuery),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn headroom(
     _: Authorized<auth::Read>,

@@ -1,6 +1,10 @@
 //! Predictions: `GET /v1/apps/{app}/predictions`, `POST /v1/predictions`,
 //! `GET /v1/apps/{app}/curve`, `GET /v1/apps/{app}/model`.
 
+use super::error::responses::{
+    BadParameter, FitsBusy, MalformedJson, NeedsRead, NoRuns, NotJson, TooLarge, Unauthorized,
+    Unavailable, UnknownApp,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -738,13 +742,13 @@ fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The predictions", body = Predictions),
-        (status = 400, description = "Bad parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The application has no runs yet", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadParameter),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
+        (status = 422, response = NoRuns),
+        (status = 429, response = FitsBusy),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_predictions(
     _: Authorized<auth::Read>,
@@ -1104,13 +1108,13 @@ pub struct BatchAnswers {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "One answer per query, in order", body = BatchAnswers),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = MalformedJson),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "No queries, too many, node lists naming more than 200,000 nodes in all, or a bad allowed_rmse_pct", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn post_predictions(
     _: Authorized<auth::Read>,
@@ -1314,12 +1318,12 @@ pub struct Curve {
     responses(
         (status = 200, description = "The curve", body = Curve),
         (status = 400, description = "Bad parameter (from > to, too many points, ...)", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The application has no runs yet", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
+        (status = 422, response = NoRuns),
+        (status = 429, response = FitsBusy),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_curve(
     _: Authorized<auth::Read>,
@@ -1494,13 +1498,13 @@ impl From<&model::physics::Physics> for PhysicsInfo {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The model", body = FittedModel),
-        (status = 400, description = "Bad parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Unknown application", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "The application has no runs yet", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many fits with an allowed_rmse_pct of their own under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = BadParameter),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
+        (status = 422, response = NoRuns),
+        (status = 429, response = FitsBusy),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_model(
     _: Authorized<auth::Read>,

@@ -1,5 +1,8 @@
 //! `POST /v1/runs`, `POST /v1/runs/batch`, `GET /v1/runs/{id}`.
 
+use super::error::responses::{
+    HeavyBusy, MalformedJson, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -196,14 +199,14 @@ pub struct RunAccepted {
         (status = 201, description = "Stored", body = RunAccepted,
          headers(("location" = String, description = "URL of the stored run"))),
         (status = 200, description = "Already stored with the same values", body = RunAccepted),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = MalformedJson),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsIngest),
         (status = 409, description = "Same (source, job_id) stored with other values; `errors` lists them", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid run; `errors` names each field", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn create_run(
     _: Authorized<auth::Ingest>,
@@ -344,14 +347,14 @@ pub struct BatchResult {
     security(("bearer" = ["ingest"])),
     responses(
         (status = 200, description = "Per-item results; valid runs are committed", body = BatchResult),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `ingest` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = MalformedJson),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsIngest),
+        (status = 413, response = TooLarge),
         (status = 422, description = "Empty or oversized batch, node lists naming more than 200,000 nodes in all, or an atomic batch with a rejected run (nothing stored)", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Too many heavy requests under way; retry after `Retry-After` seconds", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 415, response = NotJson),
+        (status = 429, response = HeavyBusy),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn create_batch(
     _: Authorized<auth::Ingest>,
@@ -470,11 +473,11 @@ pub struct RunParams {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The run", body = Run),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `read` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
         (status = 404, description = "No such run", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "Bad path or query parameter", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn get_run(
     _: Authorized<auth::Read>,

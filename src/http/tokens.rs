@@ -1,5 +1,6 @@
 //! `/v1/tokens`: API tokens, for administrators.
 
+use super::error::responses::{NeedsAdmin, NotJson, TooLarge, Unauthorized, Unavailable};
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -68,13 +69,13 @@ pub struct CreatedToken {
     security(("bearer" = ["admin"])),
     responses(
         (status = 201, description = "Created; the secret is in `token`", body = CreatedToken),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsAdmin),
         (status = 422, description = "Invalid name, scopes or expiry", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "Bad path or query parameter, or malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn create_token(
     _: Authorized<auth::Admin>,
@@ -130,9 +131,9 @@ pub struct TokenList {
     security(("bearer" = ["admin"])),
     responses(
         (status = 200, description = "All tokens", body = TokenList),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsAdmin),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn list_tokens(
     _: Authorized<auth::Admin>,
@@ -150,11 +151,11 @@ pub async fn list_tokens(
     security(("bearer" = ["admin"])),
     responses(
         (status = 200, description = "Revoked", body = TokenInfo),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `admin` scope", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsAdmin),
         (status = 404, description = "No such token", body = Problem, content_type = "application/problem+json"),
         (status = 400, description = "Bad path or query parameter, or malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn revoke_token(
     _: Authorized<auth::Admin>,

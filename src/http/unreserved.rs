@@ -4,6 +4,9 @@
 //! Each is counted once on `/metrics` (`jobs_run_unreserved_total`), so that
 //! failing open is seen, not only logged on the controller.
 
+use super::error::responses::{
+    MalformedJson, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -53,13 +56,13 @@ pub struct UnreservedCount {
     security(("bearer" = ["schedule"])),
     responses(
         (status = 200, description = "Counted", body = UnreservedCount),
-        (status = 400, description = "Malformed JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Token lacks the `schedule` scope", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = Problem, content_type = "application/problem+json"),
+        (status = 400, response = MalformedJson),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsSchedule),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
         (status = 422, description = "Invalid source, job id or time, or no jobs or too many", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable, or the request took too long; retry", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
     ))]
 pub async fn report_unreserved(
     _: Authorized<auth::Schedule>,

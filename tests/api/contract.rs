@@ -327,6 +327,16 @@ impl Contract {
             ));
             return;
         };
+        // A named response (`$ref: #/components/responses/...`) stands for
+        // the component it names.
+        let documented = match documented["$ref"].as_str() {
+            Some(reference) => reference
+                .strip_prefix("#/components/responses/")
+                .map_or(&Value::Null, |name| {
+                    &self.spec["components"]["responses"][name]
+                }),
+            None => documented,
+        };
         let content = documented["content"].as_object().filter(|c| !c.is_empty());
         let Some(content) = content else {
             if !text.is_empty() {
