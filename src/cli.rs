@@ -90,22 +90,7 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
     }
     tracing::info!(address = %listener.local_addr()?, "Joulecast is listening");
 
-    let state = http::AppState::new(
-        db.pool.clone(),
-        http::Settings {
-            public_read: args.public_read,
-            request_timeout: Duration::from_secs(args.request_timeout_s),
-            max_body_bytes: args.max_body_bytes,
-            cache_ttl: Duration::from_secs(args.cache_ttl_s),
-            node_window: Duration::from_secs(u64::from(args.node_window_days) * 86_400),
-            reference_workload: args.reference_workload.clone(),
-            heavy_permits: usize::from(args.heavy_permits),
-            expiry: crate::store::power::Expiry {
-                grace_s: args.reservation_grace_s as f64,
-                max_s: args.max_reservation_s as f64,
-            },
-        },
-    );
+    let state = http::AppState::new(db.pool.clone(), args.settings());
     let notifications = tokio::spawn(crate::cache::listen(db.pool.clone(), state.caches.clone()));
     let router = http::router_from(state);
     // Stop on a signal, or when the embedded server dies under us.

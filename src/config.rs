@@ -7,12 +7,13 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::time::Duration;
 
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::http::Settings;
 use crate::tokens::Scope;
+use chrono::{DateTime, Utc};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -297,7 +298,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "JOULECAST_RESERVATION_GRACE_S",
-        default_value_t = crate::store::power::Expiry::DEFAULT_GRACE_S
+        default_value_t = Expiry::DEFAULT_GRACE_S
     )]
     pub reservation_grace_s: u64,
 
@@ -305,7 +306,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "JOULECAST_MAX_RESERVATION_S",
-        default_value_t = crate::store::power::Expiry::DEFAULT_MAX_S,
+        default_value_t = Expiry::DEFAULT_MAX_S,
         value_parser = clap::value_parser!(u64).range(60..)
     )]
     pub max_reservation_s: u64,
@@ -313,6 +314,99 @@ pub struct ServeArgs {
     /// Do not apply migrations at start-up (apply them with `joulecast migrate`).
     #[arg(long, env = "JOULECAST_NO_MIGRATE", value_parser = BoolishValueParser::new())]
     pub no_migrate: bool,
+}
+
+impl ServeArgs {
+    /// The service's settings from these arguments: the one place they are
+    /// built (tests start from `Settings::default()`).
+    pub fn settings(&self) -> Settings {
+        Settings {
+            public_read: self.public_read,
+            request_timeout: Duration::from_secs(self.request_timeout_s),
+            max_body_bytes: self.max_body_bytes,
+            cache_ttl: Duration::from_secs(self.cache_ttl_s),
+            node_window: Duration::from_secs(u64::from(self.node_window_days) * 86_400),
+            reference_workload: self.reference_workload.clone(),
+            heavy_permits: usize::from(self.heavy_permits),
+            expiry: Expiry {
+                grace_s: self.reservation_grace_s as f64,
+                max_s: self.max_reservation_s as f64,
+            },
+        }
+    }
+}
+
+/// HTTP settings fixed at start-up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub public_read: bool,
+    pub request_timeout: Duration,
+    pub max_body_bytes: usize,
+    /// How long tokens and application rows stay in memory at most.
+    pub cache_ttl: Duration,
+    /// A node's power is the mean of its samples within this time before its
+    /// latest one.
+    pub node_window: Duration,
+    /// The workload whose classification gives predictions their APC bounds.
+    pub reference_workload: String,
+    /// Heavy computations that may run at once (`AppState::offload`).
+    pub heavy_permits: usize,
+    /// When the reservation of a job whose end is never reported ends.
+    pub expiry: Expiry,
+}
+
+impl Settings {
+    pub const DEFAULT_REQUEST_TIMEOUT_S: u64 = 30;
+    pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+    pub const DEFAULT_CACHE_TTL_S: u64 = 30;
+    pub const DEFAULT_NODE_WINDOW_DAYS: u32 = 30;
+    pub const DEFAULT_REFERENCE_WORKLOAD: &'static str = "reference";
+    pub const DEFAULT_HEAVY_PERMITS: u16 = 4;
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            public_read: false,
+            request_timeout: Duration::from_secs(Self::DEFAULT_REQUEST_TIMEOUT_S),
+            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
+            cache_ttl: Duration::from_secs(Self::DEFAULT_CACHE_TTL_S),
+            node_window: Duration::from_secs(u64::from(Self::DEFAULT_NODE_WINDOW_DAYS) * 86_400),
+            reference_workload: Self::DEFAULT_REFERENCE_WORKLOAD.to_owned(),
+            heavy_permits: usize::from(Self::DEFAULT_HEAVY_PERMITS),
+            expiry: Expiry::default(),
+        }
+    }
+}
+
+/// When a job's reservation ends if its end is never reported: at its
+/// time limit plus `grace_s`, or without one `max_s` after its start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Expiry {
+    pub grace_s: f64,
+    pub max_s: f64,
+}
+
+impl Expiry {
+    pub const DEFAULT_GRACE_S: u64 = 600;
+    pub const DEFAULT_MAX_S: u64 = 48 * 3600;
+
+    /// When the reservation of a job started at `started_at` ends.
+    pub fn ends_at(&self, started_at: DateTime<Utc>, time_limit_s: Option<f64>) -> DateTime<Utc> {
+        let seconds = time_limit_s.map_or(self.max_s, |limit| limit + self.grace_s);
+        started_at
+            .checked_add_signed(chrono::Duration::milliseconds((seconds * 1000.0) as i64))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    }
+}
+
+impl Default for Expiry {
+    fn default() -> Self {
+        Expiry {
+            grace_s: Self::DEFAULT_GRACE_S as f64,
+            max_s: Self::DEFAULT_MAX_S as f64,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,7 +1,7 @@
 //! The HTTP API: router, middleware, and one module per resource.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
@@ -42,51 +42,9 @@ pub mod runs;
 pub mod tokens;
 pub mod unreserved;
 
+pub use crate::config::Settings;
 use error::{PROBLEM_JSON, problem_for_status, problem_response};
 use extract::BodyLimit;
-
-/// HTTP settings fixed at start-up.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub public_read: bool,
-    pub request_timeout: Duration,
-    pub max_body_bytes: usize,
-    /// How long tokens and application rows stay in memory at most.
-    pub cache_ttl: Duration,
-    /// A node's power is the mean of its samples within this time before its
-    /// latest one.
-    pub node_window: Duration,
-    /// The workload whose classification gives predictions their APC bounds.
-    pub reference_workload: String,
-    /// Heavy computations that may run at once (`AppState::offload`).
-    pub heavy_permits: usize,
-    /// When the reservation of a job whose end is never reported ends.
-    pub expiry: crate::store::power::Expiry,
-}
-
-impl Settings {
-    pub const DEFAULT_REQUEST_TIMEOUT_S: u64 = 30;
-    pub const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-    pub const DEFAULT_CACHE_TTL_S: u64 = 30;
-    pub const DEFAULT_NODE_WINDOW_DAYS: u32 = 30;
-    pub const DEFAULT_REFERENCE_WORKLOAD: &'static str = "reference";
-    pub const DEFAULT_HEAVY_PERMITS: u16 = 4;
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            public_read: false,
-            request_timeout: Duration::from_secs(Self::DEFAULT_REQUEST_TIMEOUT_S),
-            max_body_bytes: Self::DEFAULT_MAX_BODY_BYTES,
-            cache_ttl: Duration::from_secs(Self::DEFAULT_CACHE_TTL_S),
-            node_window: Duration::from_secs(u64::from(Self::DEFAULT_NODE_WINDOW_DAYS) * 86_400),
-            reference_workload: Self::DEFAULT_REFERENCE_WORKLOAD.to_owned(),
-            heavy_permits: usize::from(Self::DEFAULT_HEAVY_PERMITS),
-            expiry: crate::store::power::Expiry::default(),
-        }
-    }
-}
 
 /// What every request shares. Handlers receive a clone of the one `Arc`.
 #[derive(Clone)]

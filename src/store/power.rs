@@ -1,6 +1,7 @@
 //! The power a scope (one partition, or the whole system) draws: its running
 //! jobs' reservations and its free nodes' idle power.
 
+pub use crate::config::Expiry;
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
@@ -67,36 +68,6 @@ pub struct NodeIdle {
     pub name: String,
     pub partition: Option<String>,
     pub idle_power_w: Option<f64>,
-}
-
-/// When a job's reservation ends if its end is never reported: at its
-/// time limit plus `grace_s`, or without one `max_s` after its start.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Expiry {
-    pub grace_s: f64,
-    pub max_s: f64,
-}
-
-impl Expiry {
-    pub const DEFAULT_GRACE_S: u64 = 600;
-    pub const DEFAULT_MAX_S: u64 = 48 * 3600;
-
-    /// When the reservation of a job started at `started_at` ends.
-    pub fn ends_at(&self, started_at: DateTime<Utc>, time_limit_s: Option<f64>) -> DateTime<Utc> {
-        let seconds = time_limit_s.map_or(self.max_s, |limit| limit + self.grace_s);
-        started_at
-            .checked_add_signed(chrono::Duration::milliseconds((seconds * 1000.0) as i64))
-            .unwrap_or(DateTime::<Utc>::MAX_UTC)
-    }
-}
-
-impl Default for Expiry {
-    fn default() -> Self {
-        Expiry {
-            grace_s: Self::DEFAULT_GRACE_S as f64,
-            max_s: Self::DEFAULT_MAX_S as f64,
-        }
-    }
 }
 
 /// Every running job whose reservation has not ended (`expiry`), and every
