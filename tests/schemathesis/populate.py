@@ -8,6 +8,7 @@ Usage: populate.py BASE_URL ADMIN_TOKEN. Uses only the standard library.
 
 import json
 import sys
+import time
 import urllib.request
 from datetime import datetime, timedelta, timezone
 
@@ -21,15 +22,23 @@ def at(**delta):
 
 def call(method, path, body=None, expect=(200, 201)):
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + path, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request) as response:
-            status, answer = response.status, response.read()
-    except urllib.error.HTTPError as error:
-        status, answer = error.code, error.read()
+    # 503 and 429 ask for a retry after Retry-After seconds: do as a client
+    # should, a few times.
+    for attempt in range(5):
+        request = urllib.request.Request(base + path, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request) as response:
+                status, answer = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, answer = error.code, error.read()
+            if status in (429, 503) and attempt < 4:
+                print(f"populate: {method} {path} answered {status}; retrying", file=sys.stderr)
+                time.sleep(min(float(error.headers.get("Retry-After") or 1), 5))
+                continue
+        break
     if status not in expect:
         sys.exit(f"populate: {method} {path} answered {status}: {answer[:500]!r}")
     return json.loads(answer) if answer else None
