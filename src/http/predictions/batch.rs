@@ -1,0 +1,244 @@
+//! `POST /v1/predictions`: many queries in one request.
+
+use crate::http::error::responses::{
+    MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
+};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::*;
+use crate::http::AppState;
+use crate::http::apps::find_app;
+use crate::http::auth::{self, Authorized};
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::extract::Json;
+use crate::model::{self, Metric};
+use crate::predict;
+use crate::store::apps::AppRow;
+use crate::validate;
+
+/// One query of a batch.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PredictionQuery {
+    pub app: String,
+    /// Required unless `node_list` is given.
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub nodes: Option<i64>,
+    /// One metric; all three when absent.
+    pub metric: Option<MetricName>,
+    pub aggregate: Option<AggregateName>,
+    /// The exact node set (Slurm hostlist syntax).
+    pub node_list: Option<String>,
+    pub workload: Option<String>,
+    pub partition: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PredictionBatch {
+    /// 1 to 1,000 queries.
+    #[schema(value_type = Vec<PredictionQuery>, min_items = 1, max_items = 1000)]
+    pub queries: Vec<serde_json::Value>,
+    /// Allowed %RMSE for every query; default: each application's setting, else 2.
+    #[schema(exclusive_minimum = 0.0, maximum = 100.0)]
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+/// A compact prediction for schedulers: no model details.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BriefPrediction {
+    pub metric: MetricName,
+    pub value: f64,
+    pub unit: &'static str,
+    pub source: &'static str,
+    /// The model family that answered, for `source: model`.
+    pub family: Option<&'static str>,
+    /// That family's back-test score where this node count falls: the
+    /// weighted mean % error of its predictions of left-out history.
+    pub backtest_error_pct: Option<f64>,
+    pub low: f64,
+    pub high: f64,
+    pub flags: Vec<&'static str>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchAnswer {
+    pub index: usize,
+    /// `ok` or `error`.
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub predictions: Vec<BriefPrediction>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub apc_bounds: Option<ApcBounds>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_set: Option<NodeSet>,
+    /// Why the query failed: the HTTP status it would have had alone, and the fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Problem>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchAnswers {
+    pub answers: Vec<BatchAnswer>,
+}
+
+/// Predict for up to 1,000 queries at once (for schedulers).
+///
+/// Each query is answered on its own: an unknown application or a bad query
+/// fails that query (with the problem it would have had alone), not the batch.
+#[utoipa::path(post, path = "/v1/predictions", tag = "predictions",
+    request_body = PredictionBatch,
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "One answer per query, in order", body = BatchAnswers),
+        (status = 400, response = MalformedJson),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 413, response = TooLarge),
+        (status = 415, response = NotJson),
+        (status = 422, description = "No queries, too many, node lists naming more than 200,000 nodes in all, or a bad allowed_rmse_pct", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
+    ))]
+pub async fn post_predictions(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Json(batch): Json<PredictionBatch>,
+) -> ApiResult<axum::Json<BatchAnswers>> {
+    let count = batch.queries.len();
+    if count == 0 || count > MAX_BATCH_QUERIES {
+        return Err(ApiError::invalid(
+            "queries",
+            format!("must hold 1 to {MAX_BATCH_QUERIES} queries (got {count})"),
+        ));
+    }
+    validate::node_names_within_budget(&batch.queries)
+        .map_err(|e| ApiError::invalid("queries", e))?;
+    let allowed = check_allowed("allowed_rmse_pct", batch.allowed_rmse_pct)
+        .map_err(|e| ApiError::Invalid(vec![e]))?;
+    let mut apps: HashMap<String, Result<Arc<AppRow>, Problem>> = HashMap::new();
+    let mut answers = Vec::with_capacity(count);
+    for (index, value) in batch.queries.into_iter().enumerate() {
+        let answer = match answer(&state, &mut apps, index, value, allowed).await {
+            Ok(ok) => BatchAnswer {
+                index,
+                status: "ok".into(),
+                model_version: Some(ok.model_version),
+                predictions: ok.predictions,
+                apc_bounds: ok.apc_bounds,
+                node_set: ok.node_set,
+                error: None,
+            },
+            Err(problem) => BatchAnswer {
+                index,
+                status: "error".into(),
+                model_version: None,
+                predictions: Vec::new(),
+                apc_bounds: None,
+                node_set: None,
+                error: Some(problem),
+            },
+        };
+        answers.push(answer);
+    }
+    Ok(axum::Json(BatchAnswers { answers }))
+}
+
+pub(super) async fn answer(
+    state: &AppState,
+    apps: &mut HashMap<String, Result<Arc<AppRow>, Problem>>,
+    index: usize,
+    value: serde_json::Value,
+    allowed: Option<f64>,
+) -> Result<Answered, Problem> {
+    let prefix = format!("queries[{index}]");
+    let query: PredictionQuery = crate::http::extract::from_json_value(value, &prefix)
+        .map_err(|e| ApiError::Invalid(e).into_problem())?;
+    let mut problems = Vec::new();
+    let dotted = format!("{prefix}.");
+    let scope = NodeScope::check(
+        state,
+        query.workload,
+        query.partition,
+        query.node_list.as_deref(),
+        &dotted,
+        &mut problems,
+    );
+    let nodes = scope_nodes(query.nodes, &scope, &dotted, &mut problems);
+    let (Some(nodes), Some(scope)) = (nodes.filter(|_| problems.is_empty()), scope) else {
+        return Err(ApiError::Invalid(problems).into_problem());
+    };
+    if !apps.contains_key(&query.app) {
+        let found = find_app(state, &query.app)
+            .await
+            .map_err(ApiError::into_problem);
+        apps.insert(query.app.clone(), found);
+    }
+    let app = match &apps[&query.app] {
+        Ok(app) => app.clone(),
+        Err(problem) => return Err(problem.clone()),
+    };
+    let allowed = predict::allowed_rmse(&app, allowed);
+    let aggregate = query.aggregate.unwrap_or_default();
+    let metrics = metrics_of(query.metric);
+    let consistent = Consistent::at(state, &app, allowed, nodes, aggregate)
+        .await
+        .map_err(ApiError::into_problem)?;
+    let (models, mut predicted) = consistent.of(&metrics);
+    let tts_s = consistent.prediction(Metric::Tts).value;
+    let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
+        node_answers(state, &app, nodes, &scope, allowed, aggregate, tts_s)
+            .await
+            .map_err(|e| match e {
+                // Name the query's field, not the parameter's.
+                ApiError::Invalid(errors) => {
+                    ApiError::Invalid(errors.into_iter().map(|e| e.nested(&prefix)).collect())
+                        .into_problem()
+                }
+                other => other.into_problem(),
+            })?
+    } else {
+        (None, None)
+    };
+    physics_flags(state, &app, &models, nodes, &mut predicted)
+        .await
+        .map_err(ApiError::into_problem)?;
+    outage_flags(state, &mut predicted);
+    let predictions = models
+        .iter()
+        .zip(predicted)
+        .map(|(fitted, p)| {
+            let model = &fitted.model;
+            BriefPrediction {
+                metric: model.options.metric.into(),
+                value: p.value,
+                unit: model.options.metric.unit(),
+                source: source_name(p.source),
+                family: p.family.map(model::Family::as_str),
+                backtest_error_pct: backtest_error(model, nodes, &p),
+                low: p.low,
+                high: p.high,
+                flags: p.flags.iter().map(|f| f.as_str()).collect(),
+            }
+        })
+        .collect();
+    Ok(Answered {
+        model_version: predict::model_version(&app),
+        predictions,
+        apc_bounds,
+        node_set,
+    })
+}
+
+pub(super) struct Answered {
+    model_version: String,
+    predictions: Vec<BriefPrediction>,
+    apc_bounds: Option<ApcBounds>,
+    node_set: Option<NodeSet>,
+}

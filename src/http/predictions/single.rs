@@ -1,0 +1,124 @@
+//! `GET /v1/apps/{app}/predictions`: one application on n nodes.
+
+use crate::http::error::responses::{
+    BadParameter, FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
+};
+
+use axum::extract::State;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use axum::response::Response;
+
+use super::*;
+use crate::http::apps::find_app;
+use crate::http::auth::{self, Authorized};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::extract::{Path, Query};
+use crate::http::{AppState, json_reply};
+use crate::model::Metric;
+use crate::predict;
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PredictionParams {
+    /// Node count, 1 to 1,000,000. Required unless `node_list` is given
+    /// (whose length it must then equal).
+    #[param(minimum = 1, maximum = 1_000_000)]
+    pub nodes: Option<i64>,
+    /// The exact node set, in Slurm hostlist syntax (`cn[01-04,07]`): adds
+    /// `node_set`, the APC and EtS predicted on those nodes.
+    pub node_list: Option<String>,
+    /// Reference workload of the node classification behind `apc_bounds`
+    /// and `node_set`; default: the service's (`--reference-workload`).
+    pub workload: Option<String>,
+    /// Only this partition's nodes give P_min and P_max.
+    pub partition: Option<String>,
+    /// One metric; all three when absent.
+    pub metric: Option<MetricName>,
+    /// How runs at a measured node count are combined (default mean).
+    pub aggregate: Option<AggregateName>,
+    /// Allowed %RMSE of the predictor, in (0, 100]; default: the
+    /// application's setting, else 2.
+    #[param(exclusive_minimum = 0.0, maximum = 100.0)]
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+/// Predict EtS, APC and TtS of an application on n nodes.
+///
+/// At a measured node count the answer is the aggregate of the runs there
+/// (`source: history`); elsewhere it comes from the fitted predictor
+/// (`source: model`), with its interval, back-test and flags.
+#[utoipa::path(get, path = "/v1/apps/{app}/predictions", tag = "predictions",
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           PredictionParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The predictions", body = Predictions),
+        (status = 400, response = BadParameter),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
+        (status = 422, response = NoRuns),
+        (status = 429, response = FitsBusy),
+        (status = 503, response = Unavailable),
+    ))]
+pub async fn get_predictions(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Query(params): Query<PredictionParams>,
+) -> ApiResult<Response> {
+    let mut problems = Vec::new();
+    let allowed = check_allowed("allowed_rmse_pct", params.allowed_rmse_pct)
+        .map_err(|e| problems.push(e))
+        .ok()
+        .flatten();
+    let scope = NodeScope::check(
+        &state,
+        params.workload,
+        params.partition,
+        params.node_list.as_deref(),
+        "",
+        &mut problems,
+    );
+    let nodes = scope_nodes(params.nodes, &scope, "", &mut problems);
+    let (Some(nodes), Some(scope)) = (nodes.filter(|_| problems.is_empty()), scope) else {
+        return Err(ApiError::BadRequest(problems));
+    };
+    let app = find_app(&state, &tag).await?;
+    let allowed = predict::allowed_rmse(&app, allowed);
+    let aggregate = params.aggregate.unwrap_or_default();
+    let metrics = metrics_of(params.metric);
+    let consistent = Consistent::at(&state, &app, allowed, nodes, aggregate).await?;
+    let (models, mut predicted) = consistent.of(&metrics);
+    let tts_s = consistent.prediction(Metric::Tts).value;
+    let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
+        node_answers(&state, &app, nodes, &scope, allowed, aggregate, tts_s).await?
+    } else {
+        (None, None)
+    };
+    physics_flags(&state, &app, &models, nodes, &mut predicted).await?;
+    outage_flags(&state, &mut predicted);
+    let answer = Predictions {
+        model_version: predict::ModelVersion(&app),
+        app: &app.tag,
+        nodes,
+        predictions: models
+            .iter()
+            .zip(&predicted)
+            .map(|(m, p)| metric_prediction(m, nodes, p, aggregate))
+            .collect(),
+        apc_bounds,
+        node_set,
+    };
+    // The rendered model parts make up most of the answer: size the buffer
+    // for them at once.
+    let size: usize = models
+        .iter()
+        .flat_map(|m| rendered(m).iter().map(|r| r.get().len()))
+        .sum();
+    json_reply(&answer, size + 1024)
+}
