@@ -263,7 +263,7 @@ pub async fn start_job(
     // The decision and the reservation, atomically: every job start takes
     // the admission lock, so each sees the jobs stored before it.
     let mut tx = state.pool.begin().await?;
-    store::power::lock_admission(&mut *tx).await?;
+    let lock = store::power::lock_admission(&mut *tx).await?;
     if let Some(row) = store::jobs::get(&mut *tx, &input.source, &input.job_id).await? {
         return Ok((
             StatusCode::OK,
@@ -333,7 +333,7 @@ pub async fn start_job(
         reserved_basis: estimate.basis.to_owned(),
         time_limit_s: input.time_limit_s,
     };
-    let (row, created) = store::jobs::insert(&mut tx, &job).await?;
+    let (row, created) = store::jobs::insert(&mut tx, &lock, &job).await?;
     tx.commit().await?;
     state.caches.forget_load();
     let status = if created {
@@ -611,8 +611,8 @@ pub async fn cancel_job(
     Path((source, job_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     let mut tx = state.pool.begin().await?;
-    store::power::lock_admission(&mut *tx).await?;
-    if let Some(removed) = store::jobs::delete(&mut tx, &source, &job_id).await? {
+    let lock = store::power::lock_admission(&mut *tx).await?;
+    if let Some(removed) = store::jobs::delete(&mut tx, &lock, &source, &job_id).await? {
         tx.commit().await?;
         state.caches.forget_load();
         for tag in &removed {
@@ -620,7 +620,7 @@ pub async fn cancel_job(
         }
         return Ok(StatusCode::NO_CONTENT);
     }
-    store::jobs::remember_end(&mut tx, &source, &job_id, Utc::now()).await?;
+    store::jobs::remember_end(&mut tx, &lock, &source, &job_id, Utc::now()).await?;
     tx.commit().await?;
     Err(ApiError::NotFound(format!(
         "no running job {job_id} of {source}"
@@ -636,11 +636,11 @@ async fn remember_end_unless_running(
     job_id: &str,
 ) -> sqlx::Result<bool> {
     let mut tx = state.pool.begin().await?;
-    store::power::lock_admission(&mut *tx).await?;
+    let lock = store::power::lock_admission(&mut *tx).await?;
     if store::jobs::get(&mut *tx, source, job_id).await?.is_some() {
         return Ok(false);
     }
-    store::jobs::remember_end(&mut tx, source, job_id, Utc::now()).await?;
+    store::jobs::remember_end(&mut tx, &lock, source, job_id, Utc::now()).await?;
     tx.commit().await?;
     Ok(true)
 }

@@ -1,6 +1,7 @@
 //! The `applications` table.
 
 use super::notify;
+use super::power::AdmissionLock;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -182,7 +183,11 @@ pub async fn ensure(conn: &mut PgConnection, tag: &str) -> sqlx::Result<AppRow> 
 /// are free text, so without this every one would stay an application.
 /// Call under the admission lock, under which job starts create them.
 /// The tags removed (every replica is told, when the transaction commits).
-pub async fn remove_if_unused(conn: &mut PgConnection, ids: &[i64]) -> sqlx::Result<Vec<String>> {
+pub async fn remove_if_unused(
+    conn: &mut PgConnection,
+    _: &AdmissionLock,
+    ids: &[i64],
+) -> sqlx::Result<Vec<String>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }

@@ -1,6 +1,7 @@
 //! The `jobs` table: jobs in flight.
 
 use super::notify::{self, Change};
+use super::power::AdmissionLock;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 
@@ -49,7 +50,11 @@ pub struct NewJob {
 
 /// Store a job unless its (source, job_id) is running already; the stored
 /// job either way, and whether it was created now.
-pub async fn insert(conn: &mut PgConnection, job: &NewJob) -> sqlx::Result<(JobRow, bool)> {
+pub async fn insert(
+    conn: &mut PgConnection,
+    _: &AdmissionLock,
+    job: &NewJob,
+) -> sqlx::Result<(JobRow, bool)> {
     let created: Option<i64> = sqlx::query_scalar(
         "INSERT INTO jobs (source, job_id, app_id, nodes, node_list, partition, account,
                            started_at, predicted_apc_w, predicted_ets_j, predicted_tts_s,
@@ -153,6 +158,7 @@ const END_MEMORY: &str = "7 days";
 /// later, is refused (see `ended_at`). Forgets ends older than a week.
 pub async fn remember_end(
     conn: &mut PgConnection,
+    _: &AdmissionLock,
     source: &str,
     job_id: &str,
     at: DateTime<Utc>,
@@ -198,7 +204,7 @@ pub async fn release_finished(
     sources: &[&str],
     job_ids: &[&str],
 ) -> sqlx::Result<Vec<String>> {
-    super::power::lock_admission(&mut *conn).await?;
+    let lock = super::power::lock_admission(&mut *conn).await?;
     let apps: Vec<i64> = sqlx::query_scalar(
         "DELETE FROM jobs WHERE (source, job_id) IN
              (SELECT * FROM unnest($1::text[], $2::text[]))
@@ -212,14 +218,15 @@ pub async fn release_finished(
         return Ok(Vec::new());
     }
     notify_load(&mut *conn).await?;
-    super::apps::remove_if_unused(&mut *conn, &apps).await
+    super::apps::remove_if_unused(&mut *conn, &lock, &apps).await
 }
 
 /// Remove a job (notifying the change), and its application if that is left
 /// unused (`store::apps::remove_if_unused`): `None` if there was no such job,
-/// else the tags of the applications removed. Call under the admission lock.
+/// else the tags of the applications removed.
 pub async fn delete(
     conn: &mut PgConnection,
+    lock: &AdmissionLock,
     source: &str,
     job_id: &str,
 ) -> sqlx::Result<Option<Vec<String>>> {
@@ -235,7 +242,7 @@ pub async fn delete(
         .await?;
     match app {
         Some(app) => Ok(Some(
-            super::apps::remove_if_unused(&mut *conn, &[app]).await?,
+            super::apps::remove_if_unused(&mut *conn, lock, &[app]).await?,
         )),
         None => Ok(None),
     }

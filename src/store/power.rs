@@ -161,11 +161,19 @@ impl Load {
 /// `pg_advisory_xact_lock`, released at the end of the transaction.
 pub const ADMISSION_LOCK: i64 = 0x4a6f_756c_6563_6173; // "Joulecas"
 
+/// Proof that a transaction holds the admission lock. Only
+/// `lock_admission` makes one, and every write that reserves or releases
+/// power or energy asks for it, so a reservation made without the lock does
+/// not compile. (It does not name the transaction: pass the one you locked.)
+#[derive(Debug)]
+#[must_use = "the lock proves nothing unless the writes that need it get it"]
+pub struct AdmissionLock(());
+
 /// Take the admission lock for the rest of the transaction.
-pub async fn lock_admission(executor: impl PgExecutor<'_>) -> sqlx::Result<()> {
+pub async fn lock_admission(executor: impl PgExecutor<'_>) -> sqlx::Result<AdmissionLock> {
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(ADMISSION_LOCK)
         .execute(executor)
         .await?;
-    Ok(())
+    Ok(AdmissionLock(()))
 }
