@@ -6,6 +6,7 @@ pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod db;
+pub mod domain;
 pub mod embedded;
 pub mod extrap;
 pub mod hostlist;

@@ -114,15 +114,6 @@ fn evict_least_recent(apps: &mut HashMap<i64, Arc<AppModels>>) {
     metrics::counter!("model_cache_evictions_total").increment(1);
 }
 
-/// The scaling mode stored for an application.
-pub fn scaling_mode(app: &AppRow) -> ScalingMode {
-    match app.scaling_mode.as_str() {
-        "strong" => ScalingMode::Strong,
-        "weak" => ScalingMode::Weak,
-        _ => ScalingMode::Unknown,
-    }
-}
-
 /// The allowed %RMSE: the request's, else the application's, else 2 %.
 pub fn allowed_rmse(app: &AppRow, requested: Option<f64>) -> f64 {
     requested
@@ -239,7 +230,7 @@ impl Models {
         pool: &PgPool,
         app: &AppRow,
     ) -> Result<Option<Arc<Physics>>, PredictError> {
-        let mode = scaling_mode(app);
+        let mode = app.scaling_mode;
         if mode == ScalingMode::Unknown {
             return Ok(None);
         }
@@ -349,7 +340,7 @@ impl Models {
         };
         let options = FitOptions {
             metric,
-            mode: scaling_mode(app),
+            mode: app.scaling_mode,
             allowed_rmse_pct,
         };
         cell.get_or_try_init(|| async {

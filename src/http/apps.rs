@@ -17,39 +17,10 @@ use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
 use super::page;
 use super::runs::Run;
+use crate::domain::ScalingMode;
 use crate::store::apps::{AppMetadata, AppRow};
 use crate::store::{self, runs::RunFilter};
 use crate::validate::{self, Errors};
-
-/// How the problem size changes with the node count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ScalingMode {
-    /// Fixed total problem.
-    Strong,
-    /// Fixed problem per node.
-    Weak,
-    #[default]
-    Unknown,
-}
-
-impl ScalingMode {
-    fn as_str(self) -> &'static str {
-        match self {
-            ScalingMode::Strong => "strong",
-            ScalingMode::Weak => "weak",
-            ScalingMode::Unknown => "unknown",
-        }
-    }
-
-    fn parse(s: &str) -> ScalingMode {
-        match s {
-            "strong" => ScalingMode::Strong,
-            "weak" => ScalingMode::Weak,
-            _ => ScalingMode::Unknown,
-        }
-    }
-}
 
 /// An application (energy tag) and a summary of its history.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -77,7 +48,7 @@ pub struct App {
 impl From<AppRow> for App {
     fn from(a: AppRow) -> Self {
         App {
-            scaling_mode: ScalingMode::parse(&a.scaling_mode),
+            scaling_mode: a.scaling_mode,
             tag: a.tag,
             description: a.description,
             allowed_rmse_pct: a.allowed_rmse_pct,
@@ -146,7 +117,7 @@ pub async fn put_app(
     }
     let metadata = errors
         .into_result(AppMetadata {
-            scaling_mode: input.scaling_mode.as_str().to_owned(),
+            scaling_mode: input.scaling_mode,
             description: input.description,
             allowed_rmse_pct: input.allowed_rmse_pct,
         })

@@ -75,13 +75,7 @@ impl Metric {
     }
 }
 
-/// How the problem size changes with the node count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ScalingMode {
-    Strong,
-    Weak,
-    Unknown,
-}
+pub use crate::domain::ScalingMode;
 
 /// How runs at a measured node count are combined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -7,11 +7,13 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 
+use crate::domain::ScalingMode;
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct AppRow {
     pub id: i64,
     pub tag: String,
-    pub scaling_mode: String,
+    pub scaling_mode: ScalingMode,
     pub description: String,
     pub allowed_rmse_pct: Option<f64>,
     pub run_count: i64,
@@ -31,7 +33,7 @@ impl AppRow {
         AppRow {
             id,
             tag: tag.into(),
-            scaling_mode: "unknown".into(),
+            scaling_mode: ScalingMode::Unknown,
             description: String::new(),
             allowed_rmse_pct: None,
             run_count: 0,
@@ -51,7 +53,7 @@ const COLUMNS: &str = "id, tag, scaling_mode, description, allowed_rmse_pct, run
 /// Application metadata set by administrators.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppMetadata {
-    pub scaling_mode: String,
+    pub scaling_mode: ScalingMode,
     pub description: String,
     pub allowed_rmse_pct: Option<f64>,
 }
@@ -132,7 +134,7 @@ pub async fn upsert_metadata(
     }
     let row: Upserted = sqlx::query_as(sqlx::AssertSqlSafe(query))
         .bind(tag)
-        .bind(&metadata.scaling_mode)
+        .bind(metadata.scaling_mode)
         .bind(&metadata.description)
         .bind(metadata.allowed_rmse_pct)
         .fetch_one(executor)

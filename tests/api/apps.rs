@@ -33,6 +33,42 @@ async fn put_creates_then_replaces_metadata() {
     assert_eq!(fetched.body, reply.body);
 }
 
+/// The scaling mode is a PostgreSQL enumerated type: what the API writes
+/// is stored under its name, and the database itself refuses any other.
+#[tokio::test]
+async fn the_scaling_mode_is_an_enumerated_type_in_the_database() {
+    let app = TestApp::new().await;
+    let reply = app
+        .put("/v1/apps/cfd", &app.admin, &json!({"scaling_mode": "weak"}))
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let (stored, kind): (String, String) = sqlx::query_as(
+        "SELECT scaling_mode::text, pg_typeof(scaling_mode)::text FROM applications
+         WHERE tag = 'cfd'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!((stored.as_str(), kind.as_str()), ("weak", "scaling_mode"));
+    let refused =
+        sqlx::query("UPDATE applications SET scaling_mode = 'sideways' WHERE tag = 'cfd'")
+            .execute(&app.pool)
+            .await
+            .unwrap_err();
+    assert!(
+        refused.to_string().contains("invalid input value for enum"),
+        "{refused}"
+    );
+    // An application created by its first run gets the default.
+    app.ingest(&run("lammps", "1", 4)).await;
+    let fetched = app.get("/v1/apps/lammps", &app.read).await;
+    assert_eq!(
+        fetched.body["scaling_mode"], "unknown",
+        "{:#}",
+        fetched.body
+    );
+}
+
 #[tokio::test]
 async fn metadata_of_an_application_with_runs_keeps_its_history() {
     let app = TestApp::new().await;

@@ -34,7 +34,7 @@ pub struct FittedModel {
     pub unit: String,
     pub model_version: String,
     /// The declared scaling mode used for the theoretical-bounds flag.
-    pub scaling_mode: String,
+    pub scaling_mode: crate::domain::ScalingMode,
     pub model: PredictorInfo,
     pub history: HistorySummary,
     pub points: Vec<HistoryPoint>,
@@ -122,7 +122,7 @@ pub async fn get_model(
     Ok(axum::Json(FittedModel {
         physics: physics.as_deref().map(PhysicsInfo::from),
         model_version: predict::model_version(&app),
-        scaling_mode: app.scaling_mode.clone(),
+        scaling_mode: app.scaling_mode,
         app: app.tag.clone(),
         metric: metric.into(),
         unit: metric.unit().into(),
