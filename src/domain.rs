@@ -20,3 +20,16 @@ pub enum ScalingMode {
     #[default]
     Unknown,
 }
+
+/// The period of an account's energy budget (docs/model.md §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, sqlx::Type)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "budget_period", rename_all = "lowercase")]
+pub enum Period {
+    /// The calendar month (UTC) containing now.
+    Month,
+    /// The ISO week (Monday 00:00 UTC) containing now.
+    Week,
+    /// `starts_at` to `ends_at`.
+    Custom,
+}

@@ -14,29 +14,9 @@ use super::AppState;
 use super::auth::{self, Authorized};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path};
+use crate::domain::Period;
 use crate::store::{self, budgets::BudgetRow, power::Load};
 use crate::validate::{self, Errors};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Period {
-    /// The calendar month (UTC) containing now.
-    Month,
-    /// The ISO week (Monday 00:00 UTC) containing now.
-    Week,
-    /// `starts_at` to `ends_at`.
-    Custom,
-}
-
-impl Period {
-    fn as_str(self) -> &'static str {
-        match self {
-            Period::Month => "month",
-            Period::Week => "week",
-            Period::Custom => "custom",
-        }
-    }
-}
 
 /// A budget as set.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -108,15 +88,16 @@ fn run_out(
 fn period_bounds(budget: &BudgetRow, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
     let midnight =
         |d: NaiveDate| Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default());
-    match (budget.period.as_str(), budget.starts_at, budget.ends_at) {
-        ("custom", Some(start), Some(end)) => (start, end),
-        ("week", ..) => {
+    match (budget.period, budget.starts_at, budget.ends_at) {
+        (Period::Custom, Some(start), Some(end)) => (start, end),
+        (Period::Week, ..) => {
             let monday =
                 now.date_naive() - Duration::days(i64::from(now.weekday().num_days_from_monday()));
             let start = midnight(monday);
             (start, start + Duration::days(7))
         }
-        _ => {
+        // A custom period always has both ends (the table's CHECK).
+        (Period::Month | Period::Custom, ..) => {
             let first = NaiveDate::from_ymd_opt(now.year(), now.month(), 1).unwrap_or_default();
             let next = first
                 .checked_add_months(chrono::Months::new(1))
@@ -185,14 +166,8 @@ pub async fn put_budget(
     // not wait while this request holds another.
     let load = super::power::current_load(&state).await?;
     let mut conn = state.pool.acquire().await?;
-    let (row, created) = store::budgets::upsert(
-        &mut *conn,
-        &account,
-        input.limit_j,
-        input.period.as_str(),
-        window,
-    )
-    .await?;
+    let (row, created) =
+        store::budgets::upsert(&mut *conn, &account, input.limit_j, input.period, window).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -261,11 +236,7 @@ pub(super) async fn standing(
     Ok(Budget {
         account: row.account,
         limit_j: row.limit_j,
-        period: match row.period.as_str() {
-            "week" => Period::Week,
-            "custom" => Period::Custom,
-            _ => Period::Month,
-        },
+        period: row.period,
         period_start: start,
         period_end: end,
         consumed_j,
@@ -314,11 +285,11 @@ mod tests {
         assert!(date.to_rfc3339().starts_with('2'), "{date}");
     }
 
-    fn budget(period: &str) -> BudgetRow {
+    fn budget(period: Period) -> BudgetRow {
         BudgetRow {
             account: "a".into(),
             limit_j: 1.0,
-            period: period.into(),
+            period,
             starts_at: None,
             ends_at: None,
             created_at: Utc::now(),
@@ -332,20 +303,20 @@ mod tests {
         // Saturday 21 November 2026.
         let now = at("2026-11-21T22:30:00Z");
         assert_eq!(
-            period_bounds(&budget("month"), now),
+            period_bounds(&budget(Period::Month), now),
             (at("2026-11-01T00:00:00Z"), at("2026-12-01T00:00:00Z"))
         );
         assert_eq!(
-            period_bounds(&budget("week"), now),
+            period_bounds(&budget(Period::Week), now),
             (at("2026-11-16T00:00:00Z"), at("2026-11-23T00:00:00Z"))
         );
         // December rolls over into the next year; a Monday starts its own week.
         let december = at("2026-12-31T23:59:59Z");
         assert_eq!(
-            period_bounds(&budget("month"), december).1,
+            period_bounds(&budget(Period::Month), december).1,
             at("2027-01-01T00:00:00Z")
         );
         let monday = at("2026-11-23T00:00:00Z");
-        assert_eq!(period_bounds(&budget("week"), monday).0, monday);
+        assert_eq!(period_bounds(&budget(Period::Week), monday).0, monday);
     }
 }

@@ -3,11 +3,13 @@
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
 
+use crate::domain::Period;
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct BudgetRow {
     pub account: String,
     pub limit_j: f64,
-    pub period: String,
+    pub period: Period,
     pub starts_at: Option<DateTime<Utc>>,
     pub ends_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
@@ -21,7 +23,7 @@ pub async fn upsert(
     executor: impl PgExecutor<'_>,
     account: &str,
     limit_j: f64,
-    period: &str,
+    period: Period,
     window: Option<(DateTime<Utc>, DateTime<Utc>)>,
 ) -> sqlx::Result<(BudgetRow, bool)> {
     let query = format!(

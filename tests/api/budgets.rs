@@ -76,6 +76,35 @@ async fn a_budget_counts_the_period_s_runs_and_the_running_jobs() {
     assert_eq!(start.format("%d %H:%M").to_string(), "01 00:00");
 }
 
+/// The period is a PostgreSQL enumerated type, and the table still refuses
+/// a custom period without its window.
+#[tokio::test]
+async fn the_period_is_an_enumerated_type_in_the_database() {
+    let app = TestApp::new().await;
+    let body = json!({"limit_j": 1e9, "period": "week"});
+    let reply = app.put("/v1/budgets/proj", &app.admin, &body).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let kind: String =
+        sqlx::query_scalar("SELECT pg_typeof(period)::text FROM budgets WHERE account = 'proj'")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(kind, "budget_period");
+    for (update, refusal) in [
+        (
+            "UPDATE budgets SET period = 'yearly'",
+            "invalid input value for enum",
+        ),
+        (
+            "UPDATE budgets SET period = 'custom'",
+            "budgets_custom_window",
+        ),
+    ] {
+        let error = sqlx::query(update).execute(&app.pool).await.unwrap_err();
+        assert!(error.to_string().contains(refusal), "{update}: {error}");
+    }
+}
+
 #[tokio::test]
 async fn bad_budgets_are_refused_naming_the_field() {
     let app = TestApp::new().await;
