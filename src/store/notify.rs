@@ -63,8 +63,8 @@ pub async fn send(executor: impl PgExecutor<'_>, change: &Change) -> sqlx::Resul
 /// An SQL expression notifying `change`, for a query that notifies as it
 /// writes (in a `RETURNING` list, say).
 pub fn sql(change: &Change) -> String {
-    debug_assert!(!matches!(change, Change::App(_)), "use sql_app");
-    format!("pg_notify('{CHANNEL}', '{}')", change.payload())
+    let payload = change.payload().replace('\'', "''");
+    format!("pg_notify('{CHANNEL}', '{payload}')")
 }
 
 /// An SQL expression notifying a change to the application whose tag the
@@ -89,6 +89,10 @@ mod tests {
         }
         assert_eq!(Change::parse("something new"), None);
         assert_eq!(sql(&Change::Load), "pg_notify('joulecast', 'load')");
+        assert_eq!(
+            sql(&Change::App("o'brien".into())),
+            "pg_notify('joulecast', 'app:o''brien')"
+        );
         assert_eq!(sql_app("a.tag"), "pg_notify('joulecast', 'app:' || a.tag)");
     }
 }
