@@ -11,9 +11,6 @@
 //! makes the same decision again under a lock and stores the job in the same
 //! transaction, so that two jobs cannot both take headroom only one fits in.
 
-use super::error::responses::{
-    MalformedJson, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
-};
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -23,6 +20,9 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::auth::{self, Authorized};
 use super::budgets::standing;
+use super::error::responses::{
+    MalformedJson, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::Json;
 use super::jobs::{Estimate, estimate};

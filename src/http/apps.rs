@@ -1,8 +1,5 @@
 //! `/v1/apps`: applications, their metadata and their runs.
 
-use super::error::responses::{
-    BadQuery, NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable, UnknownApp,
-};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -13,6 +10,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::auth::{self, Authorized};
+use super::error::responses::{
+    BadQuery, NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable, UnknownApp,
+};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
 use super::page;

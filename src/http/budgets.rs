@@ -1,8 +1,5 @@
 //! `/v1/budgets/{account}`: energy budgets per account (docs/model.md §5).
 
-use super::error::responses::{
-    NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
-};
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
@@ -12,6 +9,9 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::{self, Authorized};
+use super::error::responses::{
+    NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path};
 use crate::domain::Period;

@@ -7,9 +7,6 @@
 //! counts needs one consistent curve, and one lucky run must not make its
 //! node count look best.
 
-use super::error::responses::{
-    BadParameter, FitsBusy, NeedsRead, Unauthorized, Unavailable, UnknownApp,
-};
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -17,6 +14,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::apps::find_app;
 use super::auth::{self, Authorized};
+use super::error::responses::{
+    BadParameter, FitsBusy, NeedsRead, Unauthorized, Unavailable, UnknownApp,
+};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Path, Query};
 use super::predictions::{check_allowed, check_nodes, fitted_models, predict_error};

@@ -1,9 +1,6 @@
 //! `/v1/power-caps`: limits on the draw of the whole system or of one
 //! partition, permanent or for a time window (docs/model.md §5).
 
-use super::error::responses::{
-    BadQuery, NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
-};
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -12,6 +9,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::auth::{self, Authorized};
+use super::error::responses::{
+    BadQuery, NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
 use crate::store::{self, caps::CapRow, caps::NewCap};

@@ -1,9 +1,6 @@
 //! Fundamental efficiency factors (docs/model.md §6.1): measurements per
 //! application, region and process count, and their extrapolation.
 
-use super::error::responses::{
-    HeavyBusy, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable, UnknownApp,
-};
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -13,6 +10,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::apps::{check_tag, find_app};
 use super::auth::{self, Authorized};
+use super::error::responses::{
+    HeavyBusy, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable, UnknownApp,
+};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query, comma_separated};
 use crate::model::efficiency::{self as factors, FactorFit, Family};

@@ -1,6 +1,5 @@
 //! `POST /v1/import/sacct`: Slurm accounting records as runs (docs/model.md §7).
 
-use super::error::responses::{NeedsIngest, Unauthorized, Unavailable};
 use axum::body::Bytes;
 use axum::extract::State;
 use chrono::{FixedOffset, Offset, Utc};
@@ -10,6 +9,7 @@ use utoipa::IntoParams;
 
 use super::AppState;
 use super::auth::{self, Authorized};
+use super::error::responses::{NeedsIngest, Unauthorized, Unavailable};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::Query;
 use crate::import::{self, ImportError, Summary};

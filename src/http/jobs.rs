@@ -2,9 +2,6 @@
 //! it starts (and gets its prediction), when it finishes (the job becomes a
 //! run, so the predictor adapts), or when it is cancelled.
 
-use super::error::responses::{
-    BadQuery, MalformedJson, NeedsRead, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
-};
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -15,6 +12,9 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::admission::{Admission, Candidate, JobShape, decide};
 use super::auth::{self, Authorized};
+use super::error::responses::{
+    BadQuery, MalformedJson, NeedsRead, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use super::error::{ApiError, ApiResult, PROBLEM_JSON, Problem};
 use super::extract::{Json, Path, Query};
 use super::predictions::{AggregateName, Consistent, NodeScope, node_answers};

@@ -2,10 +2,6 @@
 //! the scaling model of an application's stored runs, and rules across
 //! metrics on their leading terms.
 
-use super::error::responses::{
-    BadParameter, HeavyBusy, MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized,
-    Unavailable, UnknownApp,
-};
 use std::collections::BTreeMap;
 
 use axum::extract::State;
@@ -15,6 +11,10 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::apps::find_app;
 use super::auth::{self, Authorized};
+use super::error::responses::{
+    BadParameter, HeavyBusy, MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized,
+    Unavailable, UnknownApp,
+};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query, comma_separated};
 use super::predictions::MetricName;

@@ -1,10 +1,6 @@
 //! `/v1/nodes`: the node registry, power samples under reference workloads,
 //! and the classification of nodes by the power they draw (docs/model.md §3).
 
-use super::error::responses::{
-    BadQuery, MalformedJson, NeedsAdmin, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized,
-    Unavailable,
-};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -15,6 +11,10 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::auth::{self, Authorized};
+use super::error::responses::{
+    BadQuery, MalformedJson, NeedsAdmin, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized,
+    Unavailable,
+};
 use super::error::{ApiError, ApiResult, Problem, ProblemField};
 use super::extract::{Json, Path, Query, from_json_value};
 use super::page;

@@ -1,7 +1,6 @@
 //! `GET /v1/power/headroom`: the power cap in force against the estimated
 //! draw of running jobs and idle nodes (docs/model.md §5).
 
-use super::error::responses::{BadQuery, NeedsRead, Unauthorized, Unavailable};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -13,6 +12,7 @@ use super::AppState;
 use super::auth::{self, Authorized};
 use super::caps::PowerCap;
 use super::error::ApiResult;
+use super::error::responses::{BadQuery, NeedsRead, Unauthorized, Unavailable};
 use super::extract::Query;
 use crate::store::{self, power::Load, power::Nodes};
 

@@ -1,8 +1,5 @@
 //! `POST /v1/runs`, `POST /v1/runs/batch`, `GET /v1/runs/{id}`.
 
-use super::error::responses::{
-    HeavyBusy, MalformedJson, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
-};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -12,6 +9,9 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::auth::{self, Authorized};
+use super::error::responses::{
+    HeavyBusy, MalformedJson, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use super::error::{ApiError, ApiResult, Problem, ProblemField};
 use super::extract::{Json, Path, Query, from_json_value};
 use crate::ingest::{self, NodeListDraft, Outcome, RunDraft};

@@ -1,6 +1,5 @@
 //! `/v1/tokens`: API tokens, for administrators.
 
-use super::error::responses::{NeedsAdmin, NotJson, TooLarge, Unauthorized, Unavailable};
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -9,6 +8,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::{self, Authorized};
+use super::error::responses::{NeedsAdmin, NotJson, TooLarge, Unauthorized, Unavailable};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path};
 use crate::store::{self, tokens::TokenRow};

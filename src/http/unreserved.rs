@@ -4,9 +4,6 @@
 //! Each is counted once on `/metrics` (`jobs_run_unreserved_total`), so that
 //! failing open is seen, not only logged on the controller.
 
-use super::error::responses::{
-    MalformedJson, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
-};
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -14,6 +11,9 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::{self, Authorized};
+use super::error::responses::{
+    MalformedJson, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::Json;
 use crate::store;

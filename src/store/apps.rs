@@ -1,12 +1,12 @@
 //! The `applications` table.
 
-use super::notify;
-use super::power::AdmissionLock;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 
+use super::notify;
+use super::power::AdmissionLock;
 use crate::domain::ScalingMode;
 
 #[derive(Debug, Clone, sqlx::FromRow)]

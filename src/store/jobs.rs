@@ -1,9 +1,10 @@
 //! The `jobs` table: jobs in flight.
 
-use super::notify::{self, Change};
-use super::power::AdmissionLock;
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
+
+use super::notify::{self, Change};
+use super::power::AdmissionLock;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct JobRow {

@@ -3,9 +3,10 @@
 //! Every write notifies `nodes` on the cache channel (see `cache`), so that
 //! every replica drops the node powers it keeps for APC bounds.
 
-use super::notify::{self, Change};
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
+
+use super::notify::{self, Change};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct NodeRow {

@@ -1,11 +1,11 @@
 //! The `runs` table.
 
-use super::notify;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 
+use super::notify;
 use super::stats::{run_stats_aggregates, run_stats_columns};
 use super::{apps, jobs};
 

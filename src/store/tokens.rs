@@ -1,8 +1,9 @@
 //! The `api_tokens` table.
 
-use super::notify::{self, Change};
 use chrono::{DateTime, Utc};
 use sqlx::PgExecutor;
+
+use super::notify::{self, Change};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct TokenRow {

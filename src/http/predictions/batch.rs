@@ -1,8 +1,5 @@
 //! `POST /v1/predictions`: many queries in one request.
 
-use crate::http::error::responses::{
-    MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
-};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -14,6 +11,9 @@ use super::*;
 use crate::http::AppState;
 use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
+use crate::http::error::responses::{
+    MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
+};
 use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::Json;
 use crate::model::{self, Metric};

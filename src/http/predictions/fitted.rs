@@ -1,9 +1,5 @@
 //! `GET /v1/apps/{app}/model`: the fitted model of one metric.
 
-use crate::http::error::responses::{
-    BadParameter, FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
-};
-
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -12,6 +8,9 @@ use super::*;
 use crate::http::AppState;
 use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
+use crate::http::error::responses::{
+    BadParameter, FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
+};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{Path, Query};
 use crate::model::{self, Metric};

@@ -1,18 +1,16 @@
 //! `GET /v1/apps/{app}/predictions`: one application on n nodes.
 
-use crate::http::error::responses::{
-    BadParameter, FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
-};
-
 use axum::extract::State;
+use axum::response::Response;
 use serde::Deserialize;
 use utoipa::IntoParams;
-
-use axum::response::Response;
 
 use super::*;
 use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
+use crate::http::error::responses::{
+    BadParameter, FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
+};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{Path, Query};
 use crate::http::{AppState, json_reply};
