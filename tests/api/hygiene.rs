@@ -269,20 +269,9 @@ async fn a_request_over_the_time_limit_is_a_503_problem() {
 /// is documented wrongly (issue 13: two `ModelInfo`s).
 #[test]
 fn no_two_documented_types_share_a_schema_name() {
-    fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                sources(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    sources(
+    let files = crate::support::files_under(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        &mut files,
+        &["rs"],
     );
     let mut seen: std::collections::BTreeMap<String, String> = Default::default();
     let mut duplicates = Vec::new();

@@ -3,37 +3,21 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::support::files_under;
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Every text file under `dirs` (relative to the root) and the named
-/// top-level files, skipping build output and fixtures.
+/// top-level files, skipping fixtures.
 fn project_files(dirs: &[&str], top: &[&str]) -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                if !path.ends_with("fixtures") {
-                    walk(&path, out);
-                }
-            } else if path.extension().is_some_and(|e| {
-                [
-                    "rs", "md", "sql", "sh", "lua", "toml", "yml", "yaml", "json", "py",
-                ]
-                .iter()
-                .any(|x| e == *x)
-            }) {
-                out.push(path);
-            }
-        }
-    }
+    let text = [
+        "rs", "md", "sql", "sh", "lua", "toml", "yml", "yaml", "json", "py",
+    ];
     let mut files: Vec<PathBuf> = top.iter().map(|f| root().join(f)).collect();
     for dir in dirs {
-        walk(&root().join(dir), &mut files);
+        files.extend(files_under(&root().join(dir), &text));
     }
     files
 }
@@ -131,24 +115,8 @@ fn every_reference_stays_inside_the_repository() {
 /// The crate modules a source file or directory under src/ names
 /// (`crate::x`), outside comments.
 fn crate_dependencies(path: &Path) -> std::collections::BTreeSet<String> {
-    let mut files = Vec::new();
-    if path.is_dir() {
-        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-            for entry in std::fs::read_dir(dir).unwrap().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    walk(&path, out);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    out.push(path);
-                }
-            }
-        }
-        walk(path, &mut files);
-    } else {
-        files.push(path.to_owned());
-    }
     let mut found = std::collections::BTreeSet::new();
-    for file in files {
+    for file in files_under(path, &["rs"]) {
         let text = std::fs::read_to_string(&file).unwrap();
         for line in text.lines() {
             let code = line.split("//").next().unwrap_or_default();

@@ -346,3 +346,31 @@ impl TestApp {
         url
     }
 }
+
+/// Every file with one of `extensions` at or under `path` (a file or a
+/// directory), leaving out `fixtures` directories: the project's own text.
+pub fn files_under(path: &std::path::Path, extensions: &[&str]) -> Vec<std::path::PathBuf> {
+    let wanted = |p: &std::path::Path| {
+        p.extension()
+            .is_some_and(|e| extensions.iter().any(|x| e == *x))
+    };
+    if !path.is_dir() {
+        return if wanted(path) {
+            vec![path.to_owned()]
+        } else {
+            Vec::new()
+        };
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if !path.ends_with("fixtures") {
+                files.extend(files_under(&path, extensions));
+            }
+        } else if wanted(&path) {
+            files.push(path);
+        }
+    }
+    files
+}
