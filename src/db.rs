@@ -122,7 +122,9 @@ pub async fn open(global: &GlobalArgs, sharing: Sharing) -> anyhow::Result<Datab
     }
 }
 
-fn embedded_options(layout: &Layout) -> PgConnectOptions {
+/// How to reach an embedded cluster as its superuser: over its socket, no
+/// password (tests and benchmarks that start their own cluster use it too).
+pub fn embedded_options(layout: &Layout) -> PgConnectOptions {
     PgConnectOptions::new_without_pgpass()
         .socket(&layout.socket_dir)
         .port(embedded::SOCKET_PORT)

@@ -410,11 +410,8 @@ fn sigterm_lets_in_flight_requests_finish_before_stopping() {
         .build()
         .unwrap();
     // Make the readiness check wait on a lock held here.
-    let options = sqlx::postgres::PgConnectOptions::new_without_pgpass()
-        .socket(&layout.socket_dir)
-        .port(joulecast::embedded::SOCKET_PORT)
-        .username(joulecast::embedded::SUPERUSER)
-        .database(joulecast::db::EMBEDDED_DATABASE);
+    let options =
+        joulecast::db::embedded_options(&layout).database(joulecast::db::EMBEDDED_DATABASE);
     let mut blocker = runtime.block_on(async {
         use sqlx::Connection;
         let mut conn = sqlx::PgConnection::connect_with(&options).await.unwrap();

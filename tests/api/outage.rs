@@ -7,7 +7,6 @@ use axum::http::{Method, StatusCode};
 use joulecast::embedded::{Cluster, ClusterOptions};
 use joulecast::http::{self, Settings};
 use serde_json::Value;
-use sqlx::postgres::PgConnectOptions;
 
 use crate::support::{TestApp, run};
 
@@ -61,11 +60,7 @@ fn flags(reply: &Value) -> Vec<String> {
 async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let mut cluster = start(dir.path()).await;
-    let connect = PgConnectOptions::new_without_pgpass()
-        .socket(&cluster.layout().socket_dir)
-        .port(joulecast::embedded::SOCKET_PORT)
-        .username(joulecast::embedded::SUPERUSER)
-        .database("postgres");
+    let connect = joulecast::db::embedded_options(cluster.layout()).database("postgres");
     let pool = joulecast::db::pool_options(8)
         .connect_with(connect)
         .await

@@ -54,11 +54,8 @@ async fn server() -> &'static Server {
                     let cluster = tokio::task::spawn_blocking(start_throwaway_cluster)
                         .await
                         .unwrap();
-                    let options = PgConnectOptions::new_without_pgpass()
-                        .socket(&cluster.layout().socket_dir)
-                        .port(joulecast::embedded::SOCKET_PORT)
-                        .username(joulecast::embedded::SUPERUSER)
-                        .database("postgres");
+                    let options =
+                        joulecast::db::embedded_options(cluster.layout()).database("postgres");
                     let url = format!(
                         "postgres://{}@localhost/{{db}}?host={}",
                         joulecast::embedded::SUPERUSER,

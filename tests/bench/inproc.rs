@@ -11,7 +11,6 @@ mod support;
 use axum::body::Body;
 use axum::http::Request;
 use http_body_util::BodyExt;
-use sqlx::postgres::PgConnectOptions;
 use std::time::Instant;
 use tower::ServiceExt;
 
@@ -22,11 +21,7 @@ fn main() {
     let (dir, rt) = support::setup();
     let cluster = support::pg_cluster(&dir.path().join("pg"));
     rt.block_on(async {
-        let connect = PgConnectOptions::new_without_pgpass()
-            .socket(&cluster.layout().socket_dir)
-            .port(joulecast::embedded::SOCKET_PORT)
-            .username(joulecast::embedded::SUPERUSER)
-            .database("postgres");
+        let connect = joulecast::db::embedded_options(cluster.layout()).database("postgres");
         let pool = joulecast::db::pool_options(8)
             .connect_with(connect)
             .await
