@@ -81,7 +81,7 @@ pub async fn insert(
     .fetch_optional(&mut *conn)
     .await?;
     if created.is_some() {
-        notify_load(&mut *conn).await?;
+        notify::send(&mut *conn, &Change::Load).await?;
     }
     let row = get(&mut *conn, &job.source, &job.job_id)
         .await?
@@ -122,11 +122,6 @@ pub async fn list(
         .bind(account)
         .fetch_all(executor)
         .await
-}
-
-/// Tell every replica that the running jobs changed (see `cache`).
-async fn notify_load(executor: impl PgExecutor<'_>) -> sqlx::Result<()> {
-    notify::send(executor, &Change::Load).await
 }
 
 /// Record jobs that ran without a reservation (the service could not be
@@ -218,7 +213,7 @@ pub async fn release_finished(
     if apps.is_empty() {
         return Ok(Vec::new());
     }
-    notify_load(&mut *conn).await?;
+    notify::send(&mut *conn, &Change::Load).await?;
     super::apps::remove_if_unused(&mut *conn, &lock, &apps).await
 }
 
