@@ -522,6 +522,33 @@ mod tests {
     }
 
     #[test]
+    fn the_line_is_the_plain_least_squares_line() {
+        // Latencies that bend upwards: the ordinary least-squares line (the
+        // textbook formulas, computed here) follows the largest counts,
+        // where a line weighted by relative errors would follow the smallest.
+        let nodes = [1, 2, 4, 8, 16, 32, 64];
+        let truth = |n: f64| 50.0 + 0.02 * n * n;
+        let h = sampled(truth, &nodes);
+        let x: Vec<f64> = nodes.iter().map(|&n| f64::from(n)).collect();
+        let y: Vec<f64> = x.iter().map(|&n| truth(n)).collect();
+        let k = x.len() as f64;
+        let (mx, my) = (x.iter().sum::<f64>() / k, y.iter().sum::<f64>() / k);
+        let sxy: f64 = x.iter().zip(&y).map(|(x, y)| (x - mx) * (y - my)).sum();
+        let sxx: f64 = x.iter().map(|x| (x - mx) * (x - mx)).sum();
+        let slope = sxy / sxx;
+        let intercept = my - slope * mx;
+        let fit = super::fit(Family::Line, &h, &options(Metric::Tts), 2.0).unwrap();
+        for n in [1.0, 64.0, 128.0] {
+            let ols = intercept + slope * n;
+            assert!(
+                (fit.curve.value(n) / ols - 1.0).abs() < 1e-9,
+                "{n}: {} against {ols}",
+                fit.curve.value(n)
+            );
+        }
+    }
+
+    #[test]
     fn physics_coefficients_are_never_negative() {
         // A time that rises then falls: any fit with a negative coefficient
         // would do better in-sample, and is not a physics curve.

@@ -441,7 +441,17 @@ mod tests {
     fn a_badly_fitting_model_never_wins_over_a_better_backtest() {
         // Strong-scaling time: a line is far outside the allowed %RMSE and
         // back-tests far worse; it must not win, whatever its parameters.
-        let truth = |n: f64| 20.0 + 5000.0 / n;
+        // (With a serial part of 20 s rather than 1000 s the least-squares
+        // line turns negative inside the range and is not offered at all.)
+        let steep = sampled(|n| 20.0 + 5000.0 / n, &POWERS);
+        let selection = select(&steep, &options(Metric::Tts), Noise::of(&steep, 2.0));
+        assert!(
+            selection
+                .candidates
+                .iter()
+                .all(|c| c.family != Family::Line)
+        );
+        let truth = |n: f64| 1000.0 + 5000.0 / n;
         let h = sampled(truth, &POWERS);
         let selection = select(&h, &options(Metric::Tts), Noise::of(&h, 2.0));
         let line = selection
