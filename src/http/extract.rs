@@ -124,8 +124,13 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or_default();
         let deserializer =
-            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
-        serde_path_to_error::deserialize(deserializer)
+            || serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        // A valid query, what every warm prediction brings, is parsed without
+        // tracking the path; a rejected one is parsed again to name its field.
+        if let Ok(value) = T::deserialize(deserializer()) {
+            return Ok(Query(value));
+        }
+        serde_path_to_error::deserialize(deserializer())
             .map(Query)
             .map_err(|e| {
                 let (field, reason) = field_and_reason(e.path(), e.inner().to_string());
