@@ -17,6 +17,7 @@ pub mod model;
 pub mod predict;
 pub mod sacct;
 pub mod server;
+pub mod service;
 pub mod store;
 pub mod telemetry;
 pub mod tokens;

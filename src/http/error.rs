@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::tokens::Scope;
+pub use crate::service::Error as ApiError;
 use crate::validate::FieldError;
 
 pub const PROBLEM_JSON: &str = "application/problem+json";
@@ -81,47 +81,7 @@ impl From<FieldError> for ProblemField {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// Well-formed input that breaks a rule (422).
-    #[error("invalid request")]
-    Invalid(Vec<FieldError>),
-    /// Malformed input: JSON syntax, query string or path parameters (400).
-    #[error("bad request")]
-    BadRequest(Vec<FieldError>),
-    #[error("unauthorized: {0}")]
-    Unauthorized(&'static str),
-    #[error("forbidden: needs scope {0}")]
-    Forbidden(Scope),
-    #[error("not found: {0}")]
-    NotFound(String),
-    #[error("conflict: {detail}")]
-    Conflict {
-        detail: String,
-        errors: Vec<FieldError>,
-    },
-    #[error("request body larger than {0} bytes")]
-    PayloadTooLarge(usize),
-    #[error("unsupported media type")]
-    UnsupportedMediaType,
-    #[error("service unavailable: {0}")]
-    Unavailable(&'static str),
-    /// Too much heavy work under way: retry shortly (429).
-    #[error("busy: {0}")]
-    Busy(&'static str),
-    #[error("internal error: {0:#}")]
-    Internal(#[from] anyhow::Error),
-}
-
 impl ApiError {
-    pub fn invalid(field: &str, reason: impl Into<String>) -> Self {
-        ApiError::Invalid(vec![FieldError::new(field, reason)])
-    }
-
-    pub fn bad_request(field: &str, reason: impl Into<String>) -> Self {
-        ApiError::BadRequest(vec![FieldError::new(field, reason)])
-    }
-
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -206,44 +166,6 @@ fn count_fields(errors: &[FieldError]) -> String {
     match errors {
         [one] => one.to_string(),
         _ => format!("{} fields are invalid", errors.len()),
-    }
-}
-
-impl From<sqlx::Error> for ApiError {
-    fn from(error: sqlx::Error) -> Self {
-        match &error {
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
-                tracing::warn!(%error, "database unavailable");
-                ApiError::Unavailable("the database is unavailable; retry later")
-            }
-            // Connection exceptions (08), insufficient resources (53) and operator
-            // intervention such as a server shutting down (57P): not the client's doing.
-            sqlx::Error::Database(db)
-                if db.code().is_some_and(|c| {
-                    c.starts_with("08") || c.starts_with("53") || c.starts_with("57P")
-                }) =>
-            {
-                tracing::warn!(%error, "database unavailable");
-                ApiError::Unavailable("the database is unavailable; retry later")
-            }
-            // A deadlock or serialization failure between concurrent writes
-            // (40P01, 40001): PostgreSQL rolled this one back; it may be retried.
-            sqlx::Error::Database(_) if crate::store::is_retryable(&error) => {
-                tracing::warn!(%error, "a write lost a race with another; asked to retry");
-                ApiError::Unavailable("a concurrent write got in the way; retry")
-            }
-            // Data exceptions (22): a value PostgreSQL cannot take. Validation
-            // should have caught it; answer for the request, and log the miss.
-            sqlx::Error::Database(db) if db.code().is_some_and(|c| c.starts_with("22")) => {
-                tracing::warn!(%error, "a value reached the database unvalidated");
-                ApiError::bad_request("body", "a value is out of the range the database can store")
-            }
-            sqlx::Error::Database(db) if db.is_unique_violation() => ApiError::Conflict {
-                detail: "the resource already exists".into(),
-                errors: vec![],
-            },
-            _ => ApiError::Internal(error.into()),
-        }
     }
 }
 

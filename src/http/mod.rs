@@ -43,77 +43,25 @@ pub mod tokens;
 pub mod unreserved;
 
 pub use crate::config::Settings;
+use crate::service::Service;
 use error::{PROBLEM_JSON, problem_for_status, problem_response};
 use extract::BodyLimit;
 
-/// What every request shares. Handlers receive a clone of the one `Arc`.
+/// What every request shares: the service, one `Arc` cloned per handler.
 #[derive(Clone)]
-pub struct AppState(Arc<Shared>);
-
-pub struct Shared {
-    pub pool: PgPool,
-    pub settings: Settings,
-    pub models: Arc<crate::predict::Models>,
-    pub caches: Arc<crate::cache::Caches>,
-    /// Permits for heavy computations (model searches, rule checks,
-    /// efficiency scalability, batch validation): see `offload`.
-    pub heavy: Arc<tokio::sync::Semaphore>,
-}
+pub struct AppState(Arc<Service>);
 
 impl std::ops::Deref for AppState {
-    type Target = Shared;
+    type Target = Service;
 
-    fn deref(&self) -> &Shared {
+    fn deref(&self) -> &Service {
         &self.0
     }
 }
 
 impl AppState {
     pub fn new(pool: PgPool, settings: Settings) -> AppState {
-        AppState(Arc::new(Shared {
-            pool,
-            caches: Arc::new(crate::cache::Caches::new(settings.cache_ttl)),
-            heavy: Arc::new(tokio::sync::Semaphore::new(settings.heavy_permits.max(1))),
-            settings,
-            models: Arc::default(),
-        }))
-    }
-
-    /// After a database read failed with `error`: when the database is
-    /// unreachable and `stale` holds what was last read, that (the service
-    /// is then degraded: docs/operations.md); else the error.
-    pub(crate) fn stale_or<T>(
-        &self,
-        error: sqlx::Error,
-        stale: Option<T>,
-    ) -> Result<T, error::ApiError> {
-        match (error::ApiError::from(error), stale) {
-            (error::ApiError::Unavailable(_), Some(value)) => {
-                self.caches.set_degraded(true);
-                Ok(value)
-            }
-            (error, _) => Err(error),
-        }
-    }
-
-    /// Run `work`, a CPU-heavy computation, on a blocking thread under one of
-    /// the `heavy` permits, so that it never holds up the async workers
-    /// that answer predictions; with every permit taken, 429 at once (with
-    /// `Retry-After`) rather than a queue that grows under load.
-    pub async fn offload<T: Send + 'static>(
-        &self,
-        work: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<T, error::ApiError> {
-        let permit = self.heavy.clone().try_acquire_owned().map_err(|_| {
-            metrics::counter!("heavy_requests_refused_total").increment(1);
-            error::ApiError::Busy("too many heavy requests under way; retry shortly")
-        })?;
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            work()
-        })
-        .await
-        .map_err(|e| error::ApiError::Internal(anyhow::anyhow!("heavy task: {e}")))
+        AppState(Arc::new(Service::new(pool, settings)))
     }
 }
 
