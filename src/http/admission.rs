@@ -19,7 +19,6 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::{self, Authorized};
-use super::budgets::standing;
 use super::error::responses::{
     MalformedJson, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
 };
@@ -28,6 +27,7 @@ use super::extract::Json;
 use super::jobs::{Estimate, estimate};
 use super::power::IdleDraw;
 use super::predictions::{NodeScope, scope_nodes};
+use crate::service::budgets::standing;
 use crate::store::{self, caps::CapRow, power::Load};
 use crate::validate::{self, FieldError};
 
@@ -474,7 +474,7 @@ pub async fn admission(
         at: input.start_at.unwrap_or(now),
         time_limit_s: input.time_limit_s,
     };
-    let load = super::power::current_load(&state).await?;
+    let load = crate::service::power::current_load(&state).await?;
     let mut conn = state.pool.acquire().await?;
     Ok(axum::Json(
         decide(&mut conn, &load, &job, &estimate, now).await?,

@@ -2,10 +2,6 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::{DateTime, Datelike, Duration, NaiveDate, TimeZone, Utc};
-use serde::{Deserialize, Serialize};
-use sqlx::PgConnection;
-use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::{self, Authorized};
@@ -14,98 +10,9 @@ use super::error::responses::{
 };
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path};
-use crate::domain::Period;
-use crate::store::{self, budgets::BudgetRow, power::Load};
-use crate::validate::{self, Errors};
-
-/// A budget as set.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BudgetInput {
-    #[schema(exclusive_minimum = 0.0)]
-    pub limit_j: f64,
-    pub period: Period,
-    /// Required for `custom`, refused otherwise.
-    pub starts_at: Option<DateTime<Utc>>,
-    pub ends_at: Option<DateTime<Utc>>,
-}
-
-/// A budget and where the account stands in its current period.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct Budget {
-    pub account: String,
-    pub limit_j: f64,
-    pub period: Period,
-    /// The current period.
-    pub period_start: DateTime<Utc>,
-    pub period_end: DateTime<Utc>,
-    /// Energy of the account's runs that finished in the period, J.
-    pub consumed_j: f64,
-    pub runs: i64,
-    /// Predicted energy still to come from the account's running jobs:
-    /// each job's predicted EtS × the share of its predicted TtS not yet run.
-    pub committed_j: f64,
-    /// Running jobs without a prediction (their application has no
-    /// history) nor a time limit: they commit an unknown amount. A job
-    /// without history but with a time limit commits its reserved power
-    /// until that limit.
-    pub unpredicted_jobs: usize,
-    /// limit − consumed − committed, J (negative: overdrawn).
-    pub remaining_j: f64,
-    /// When the remaining energy runs out at the period's average burn rate
-    /// so far; `null` when nothing was consumed yet, nothing remains, or it
-    /// would last more than 100 years at that rate.
-    pub runs_out_at: Option<DateTime<Utc>>,
-    /// Whether that is before the period ends.
-    pub runs_out_within_period: bool,
-}
-
-/// Further than this, a run-out date says nothing a scheduler or an
-/// administrator can act on (and past the year 9999 it is no RFC 3339 date).
-const RUN_OUT_HORIZON_S: f64 = 100.0 * 365.25 * 86_400.0;
-
-/// When `remaining_j` runs out at the rate of `consumed_j` per `elapsed_s`,
-/// from `now`; `None` without a rate, without anything remaining, or beyond
-/// the horizon.
-fn run_out(
-    now: DateTime<Utc>,
-    remaining_j: f64,
-    consumed_j: f64,
-    elapsed_s: f64,
-) -> Option<DateTime<Utc>> {
-    let positive = |x: f64| x > 0.0;
-    if !(positive(consumed_j) && positive(remaining_j) && positive(elapsed_s)) {
-        return None;
-    }
-    let seconds = remaining_j / (consumed_j / elapsed_s);
-    if seconds.is_nan() || seconds > RUN_OUT_HORIZON_S {
-        return None;
-    }
-    now.checked_add_signed(Duration::milliseconds((seconds * 1000.0) as i64))
-}
-
-/// The bounds of the period of `budget` containing `now`.
-fn period_bounds(budget: &BudgetRow, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
-    let midnight =
-        |d: NaiveDate| Utc.from_utc_datetime(&d.and_hms_opt(0, 0, 0).unwrap_or_default());
-    match (budget.period, budget.starts_at, budget.ends_at) {
-        (Period::Custom, Some(start), Some(end)) => (start, end),
-        (Period::Week, ..) => {
-            let monday =
-                now.date_naive() - Duration::days(i64::from(now.weekday().num_days_from_monday()));
-            let start = midnight(monday);
-            (start, start + Duration::days(7))
-        }
-        // A custom period always has both ends (the table's CHECK).
-        (Period::Month | Period::Custom, ..) => {
-            let first = NaiveDate::from_ymd_opt(now.year(), now.month(), 1).unwrap_or_default();
-            let next = first
-                .checked_add_months(chrono::Months::new(1))
-                .unwrap_or(first);
-            (midnight(first), midnight(next))
-        }
-    }
-}
+use crate::service::budgets;
+pub use crate::service::budgets::{Budget, BudgetInput};
+use crate::validate;
 
 fn check_account(account: &str) -> Result<(), ApiError> {
     validate::identifier(account, validate::ACCOUNT_MAX)
@@ -135,48 +42,13 @@ pub async fn put_budget(
     Json(input): Json<BudgetInput>,
 ) -> ApiResult<(StatusCode, axum::Json<Budget>)> {
     check_account(&account)?;
-    let mut errors = Errors::default();
-    errors.check("limit_j", validate::positive(input.limit_j));
-    for (field, time) in [("starts_at", input.starts_at), ("ends_at", input.ends_at)] {
-        if let Some(Err(reason)) = time.map(validate::time_in_range) {
-            errors.add(field, reason);
-        }
-    }
-    let window = match (input.period, input.starts_at, input.ends_at) {
-        (Period::Custom, Some(start), Some(end)) if end > start => Some((start, end)),
-        (Period::Custom, Some(_), Some(_)) => {
-            errors.add("ends_at", "must be after starts_at");
-            None
-        }
-        (Period::Custom, ..) => {
-            errors.add("period", "custom needs starts_at and ends_at");
-            None
-        }
-        (_, None, None) => None,
-        _ => {
-            errors.add(
-                "period",
-                "starts_at and ends_at go with a custom period only",
-            );
-            None
-        }
-    };
-    let window = errors.into_result(window).map_err(ApiError::Invalid)?;
-    // The load first: reading it may take a pooled connection, which must
-    // not wait while this request holds another.
-    let load = super::power::current_load(&state).await?;
-    let mut conn = state.pool.acquire().await?;
-    let (row, created) =
-        store::budgets::upsert(&mut *conn, &account, input.limit_j, input.period, window).await?;
+    let (budget, created) = budgets::set(&state, &account, &input).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
-    Ok((
-        status,
-        axum::Json(standing(&mut conn, &load, row, Utc::now()).await?),
-    ))
+    Ok((status, axum::Json(budget)))
 }
 
 /// An account's budget: consumed, committed, remaining, and when it runs out.
@@ -197,126 +69,5 @@ pub async fn get_budget(
     Path(account): Path<String>,
 ) -> ApiResult<axum::Json<Budget>> {
     check_account(&account)?;
-    // The load before the connection, as in `put_budget`.
-    let load = super::power::current_load(&state).await?;
-    let mut conn = state.pool.acquire().await?;
-    let row = store::budgets::get(&mut *conn, &account)
-        .await?
-        .ok_or_else(|| ApiError::NotFound(format!("no budget for account `{account}`")))?;
-    Ok(axum::Json(
-        standing(&mut conn, &load, row, Utc::now()).await?,
-    ))
-}
-
-/// Where the budget's account stands at `now`.
-pub(super) async fn standing(
-    conn: &mut PgConnection,
-    load: &Load,
-    row: BudgetRow,
-    now: DateTime<Utc>,
-) -> ApiResult<Budget> {
-    let (start, end) = period_bounds(&row, now);
-    let (consumed_j, runs) = store::budgets::consumed(&mut *conn, &row.account, start, end).await?;
-    let mut committed_j = 0.0;
-    let mut unpredicted_jobs = 0;
-    for job in load.of_account(&row.account) {
-        let elapsed = (now - job.started_at).as_seconds_f64();
-        match (job.predicted_ets_j, job.predicted_tts_s, job.time_limit_s) {
-            (Some(ets), Some(tts), _) => {
-                committed_j += ets * (1.0 - elapsed / tts).clamp(0.0, 1.0);
-            }
-            // No history: at most its reserved power until its time limit.
-            (_, _, Some(limit)) => committed_j += job.reserved_w * (limit - elapsed).max(0.0),
-            _ => unpredicted_jobs += 1,
-        }
-    }
-    let remaining_j = row.limit_j - consumed_j - committed_j;
-    let elapsed_s = (now.min(end) - start).as_seconds_f64();
-    let runs_out_at = run_out(now, remaining_j, consumed_j, elapsed_s);
-    Ok(Budget {
-        account: row.account,
-        limit_j: row.limit_j,
-        period: row.period,
-        period_start: start,
-        period_end: end,
-        consumed_j,
-        runs,
-        committed_j,
-        unpredicted_jobs,
-        remaining_j,
-        runs_out_within_period: runs_out_at.is_some_and(|t| t < end),
-        runs_out_at,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_run_out_date_is_a_date_or_nothing_whatever_the_rate() {
-        let now = Utc::now();
-        // 10 J left at 1 J/s: 10 s.
-        assert_eq!(
-            run_out(now, 10.0, 5.0, 5.0),
-            Some(now + Duration::seconds(10))
-        );
-        // A first joule of a 1 TJ budget, or a rate too small to register:
-        // millions of years, or an overflow; no date.
-        for (remaining, consumed, elapsed) in [
-            (1e12, 1.0, 1.0),
-            (1e12, 1.0, 3e6),
-            (f64::MAX, 1e-300, 1.0),
-            (1e12, f64::MIN_POSITIVE, 1.0),
-        ] {
-            assert_eq!(run_out(now, remaining, consumed, elapsed), None);
-        }
-        // Nothing consumed, nothing left, no time elapsed, or NaN: no date.
-        for (remaining, consumed, elapsed) in [
-            (10.0, 0.0, 5.0),
-            (-1.0, 5.0, 5.0),
-            (10.0, 5.0, 0.0),
-            (f64::NAN, 5.0, 5.0),
-        ] {
-            assert_eq!(run_out(now, remaining, consumed, elapsed), None);
-        }
-        // Just within the horizon: a date, in RFC 3339.
-        let date = run_out(now, RUN_OUT_HORIZON_S - 1.0, 1.0, 1.0).unwrap();
-        assert!(date.to_rfc3339().starts_with('2'), "{date}");
-    }
-
-    fn budget(period: Period) -> BudgetRow {
-        BudgetRow {
-            account: "a".into(),
-            limit_j: 1.0,
-            period,
-            starts_at: None,
-            ends_at: None,
-            created_at: Utc::now(),
-            updated_at: Utc::now(),
-        }
-    }
-
-    #[test]
-    fn periods_are_calendar_months_and_iso_weeks() {
-        let at = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
-        // Saturday 21 November 2026.
-        let now = at("2026-11-21T22:30:00Z");
-        assert_eq!(
-            period_bounds(&budget(Period::Month), now),
-            (at("2026-11-01T00:00:00Z"), at("2026-12-01T00:00:00Z"))
-        );
-        assert_eq!(
-            period_bounds(&budget(Period::Week), now),
-            (at("2026-11-16T00:00:00Z"), at("2026-11-23T00:00:00Z"))
-        );
-        // December rolls over into the next year; a Monday starts its own week.
-        let december = at("2026-12-31T23:59:59Z");
-        assert_eq!(
-            period_bounds(&budget(Period::Month), december).1,
-            at("2027-01-01T00:00:00Z")
-        );
-        let monday = at("2026-11-23T00:00:00Z");
-        assert_eq!(period_bounds(&budget(Period::Week), monday).0, monday);
-    }
+    Ok(axum::Json(budgets::get(&state, &account).await?))
 }

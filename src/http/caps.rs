@@ -14,43 +14,10 @@ use super::error::responses::{
 };
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
-use crate::store::{self, caps::CapRow, caps::NewCap};
+use crate::store::{self, caps::NewCap};
 use crate::validate::{self, Errors, FieldError};
 
-/// A power cap.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct PowerCap {
-    #[schema(example = "cooling-maintenance")]
-    pub name: String,
-    pub limit_w: f64,
-    /// The partition it limits; `null` for the whole system.
-    pub partition: Option<String>,
-    /// `null`: since ever.
-    pub starts_at: Option<DateTime<Utc>>,
-    /// `null`: for ever.
-    pub ends_at: Option<DateTime<Utc>>,
-    pub description: String,
-    /// Whether it is active now.
-    pub active: bool,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-impl PowerCap {
-    pub(super) fn from_row(c: CapRow, now: DateTime<Utc>) -> Self {
-        PowerCap {
-            active: c.starts_at.is_none_or(|s| s <= now) && c.ends_at.is_none_or(|e| e > now),
-            name: c.name,
-            limit_w: c.limit_w,
-            partition: c.partition,
-            starts_at: c.starts_at,
-            ends_at: c.ends_at,
-            description: c.description,
-            created_at: c.created_at,
-            updated_at: c.updated_at,
-        }
-    }
-}
+pub use crate::service::caps::PowerCap;
 
 /// A cap as set. `PUT` replaces all of it.
 #[derive(Debug, Deserialize, ToSchema)]

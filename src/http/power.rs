@@ -1,23 +1,18 @@
 //! `GET /v1/power/headroom`: the power cap in force against the estimated
 //! draw of running jobs and idle nodes (docs/model.md §5).
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::AppState;
 use super::auth::{self, Authorized};
-use super::caps::PowerCap;
 use super::error::ApiResult;
 use super::error::responses::{BadQuery, NeedsRead, Unauthorized, Unavailable};
 use super::extract::Query;
-use crate::store::{self, power::Load, power::Nodes};
-
-/// Idle draw of a registered node whose idle power is not recorded, W.
-pub const DEFAULT_IDLE_POWER_W: f64 = 100.0;
+use crate::service::power;
+pub use crate::service::power::{DEFAULT_IDLE_POWER_W, Headroom, IdleDraw, JobDraw};
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -28,42 +23,6 @@ pub struct HeadroomParams {
     /// The time of the cap in force (RFC 3339, default now). The draw is
     /// always that of the jobs running now.
     pub at: Option<DateTime<Utc>>,
-}
-
-/// A running job's share of the draw.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct JobDraw {
-    pub source: String,
-    pub job_id: String,
-    pub app: String,
-    pub nodes: i32,
-    pub reserved_w: f64,
-    /// How the reservation was made (see `Job.reserved_basis`).
-    pub basis: String,
-}
-
-/// The idle nodes' share of the draw.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct IdleDraw {
-    /// Registered nodes of the scope that no running job holds.
-    pub nodes: usize,
-    pub power_w: f64,
-    /// How many of them have no recorded idle power and count at 100 W.
-    pub nodes_at_default: usize,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct Headroom {
-    pub partition: Option<String>,
-    pub at: DateTime<Utc>,
-    /// The cap in force at `at` for the scope; `null` when none is.
-    pub cap: Option<PowerCap>,
-    /// Σ of the running jobs' reserved power and the idle nodes' power, W.
-    pub draw_w: f64,
-    /// cap − draw, W; `null` without a cap. Negative: over the cap.
-    pub headroom_w: Option<f64>,
-    pub jobs: Vec<JobDraw>,
-    pub idle: IdleDraw,
 }
 
 /// The power headroom under the cap in force.
@@ -92,113 +51,6 @@ pub async fn headroom(
     let now = Utc::now();
     let at = params.at.unwrap_or(now);
     let partition = params.partition.as_deref();
-    let answer = compute(&state, partition, at, now).await?;
+    let answer = power::headroom(&state, partition, at, now).await?;
     Ok(axum::Json(answer))
-}
-
-/// Cap, draw and headroom of a scope, with the per-job breakdown; read in
-/// one snapshot so that the breakdown adds up to the totals.
-pub(super) async fn compute(
-    state: &AppState,
-    partition: Option<&str>,
-    at: DateTime<Utc>,
-    now: DateTime<Utc>,
-) -> ApiResult<Headroom> {
-    let mut tx = state.pool.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .execute(&mut *tx)
-        .await?;
-    let cap = store::caps::in_force_for(&mut *tx, partition, at).await?;
-    let draw = store::power::load(&mut tx, state.settings.expiry)
-        .await?
-        .draw(partition, &[]);
-    let jobs = store::jobs::list(&mut *tx, partition, None).await?;
-    tx.commit().await?;
-    let idle = IdleDraw::of(draw.free, draw.anonymous_nodes);
-    let expiry = state.settings.expiry;
-    let jobs: Vec<JobDraw> = jobs
-        .into_iter()
-        // Expired reservations count nowhere (the load leaves them out too).
-        .filter(|j| expiry.ends_at(j.started_at, j.time_limit_s) > now)
-        .map(|j| JobDraw {
-            source: j.source,
-            job_id: j.job_id,
-            app: j.app,
-            nodes: j.nodes,
-            reserved_w: j.reserved_w,
-            basis: j.reserved_basis,
-        })
-        .collect();
-    let draw_w = draw.reserved_w + idle.power_w;
-    let cap = cap.map(|c| PowerCap::from_row(c, now));
-    Ok(Headroom {
-        partition: partition.map(str::to_owned),
-        at,
-        headroom_w: cap.as_ref().map(|c| c.limit_w - draw_w),
-        cap,
-        draw_w,
-        jobs,
-        idle,
-    })
-}
-
-/// The running jobs and node idle powers: from memory while they have not
-/// changed (see `cache`).
-pub(super) async fn current_load(state: &AppState) -> ApiResult<Arc<Load>> {
-    if let Some(load) = state.caches.load() {
-        return Ok(load);
-    }
-    let read_at = state.caches.generation();
-    let mut conn = state.pool.acquire().await?;
-    let load = Arc::new(store::power::load(&mut conn, state.settings.expiry).await?);
-    state.caches.put_load(load.clone(), read_at);
-    Ok(load)
-}
-
-impl IdleDraw {
-    /// The idle draw of the `free` nodes (those no job names), of which
-    /// `held` are taken by jobs reported without a node list: the rest draw
-    /// the free nodes' mean idle power (registry, else 100 W each).
-    pub(super) fn of(free: Nodes, held: i64) -> IdleDraw {
-        let idle_nodes = (free.count - held).max(0);
-        if free.count <= 0 {
-            return IdleDraw {
-                nodes: 0,
-                power_w: 0.0,
-                nodes_at_default: 0,
-            };
-        }
-        let mean = (free.known_w + free.unknown as f64 * DEFAULT_IDLE_POWER_W) / free.count as f64;
-        // Of the idle nodes, those without a recorded idle power, in
-        // proportion when some free nodes are held by jobs without a list.
-        let at_default = (free.unknown * idle_nodes + free.count - 1) / free.count;
-        IdleDraw {
-            nodes: usize::try_from(idle_nodes).unwrap_or(0),
-            power_w: mean * idle_nodes as f64,
-            nodes_at_default: usize::try_from(at_default).unwrap_or(0),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn idle_nodes_draw_the_free_nodes_mean() {
-        // Four nodes at 80 W, two unknown (100 W each); one held anonymously.
-        let free = Nodes {
-            count: 6,
-            known_w: 320.0,
-            unknown: 2,
-        };
-        let idle = IdleDraw::of(free, 1);
-        assert_eq!(idle.nodes, 5);
-        assert!((idle.power_w - 5.0 * 520.0 / 6.0).abs() < 1e-9);
-        assert_eq!(idle.nodes_at_default, 2);
-        assert_eq!(IdleDraw::of(free, 0).power_w, 520.0);
-        // More held than free: nothing idle, never negative.
-        assert_eq!(IdleDraw::of(free, 9).power_w, 0.0);
-        assert_eq!(IdleDraw::of(Nodes::default(), 0).nodes, 0);
-    }
 }

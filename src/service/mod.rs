@@ -9,7 +9,10 @@ use sqlx::PgPool;
 
 use crate::config::Settings;
 
+pub mod budgets;
+pub mod caps;
 pub mod error;
+pub mod power;
 
 pub use error::{Error, Result};
 

@@ -351,7 +351,7 @@ pub(in crate::http) async fn node_answers(
 ) -> ApiResult<(Option<ApcBounds>, Option<NodeSet>)> {
     if let Some(list) = &scope.list {
         // The registry as the in-memory load has it (see `cache`).
-        let load = crate::http::power::current_load(state).await?;
+        let load = crate::service::power::current_load(state).await?;
         let unknown: Vec<&str> = list
             .iter()
             .map(String::as_str)
