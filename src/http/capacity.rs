@@ -192,7 +192,7 @@ pub async fn max_nodes(
         .map_err(|e| problems.push(e))
         .ok()
         .flatten();
-    let workload = super::nodes::workload_or_default(
+    let workload = crate::service::nodes::workload_or_default(
         &state,
         params.workload,
         "workload".into(),
@@ -227,7 +227,8 @@ pub async fn max_nodes(
         Bound::Expected => Box::new(move |n| apc_model.model.predict_model(n).value),
         Bound::Worst => {
             let Some(powers) =
-                super::nodes::node_powers(&state, &workload, params.partition.as_deref()).await?
+                crate::service::nodes::node_powers(&state, &workload, params.partition.as_deref())
+                    .await?
             else {
                 return Err(ApiError::invalid(
                     "bound",

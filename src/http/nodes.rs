@@ -1,8 +1,6 @@
 //! `/v1/nodes`: the node registry, power samples under reference workloads,
 //! and the classification of nodes by the power they draw (docs/model.md §3).
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -20,7 +18,6 @@ use super::extract::{Json, Path, Query, from_json_value};
 use super::page;
 use super::runs::{ItemStatus, Rejection};
 use crate::model::classify::{self, NodePower};
-use crate::predict::NodePowers;
 use crate::store::{
     self, nodes::NewSample, nodes::NodeMetadata, nodes::NodeRow, nodes::SampleOutcome,
 };
@@ -529,7 +526,12 @@ pub async fn get_classification(
     Query(params): Query<ClassificationParams>,
 ) -> ApiResult<axum::Json<Classification>> {
     let mut problems = Vec::new();
-    let workload = workload_or_default(&state, params.workload, "workload".into(), &mut problems);
+    let workload = crate::service::nodes::workload_or_default(
+        &state,
+        params.workload,
+        "workload".into(),
+        &mut problems,
+    );
     if let Some(Err(reason)) = params
         .partition
         .as_deref()
@@ -627,59 +629,4 @@ pub async fn get_classification(
             })
             .collect(),
     }))
-}
-
-/// The workload a request names (checked, a problem under `field` when bad),
-/// else the service's reference workload, which was checked at start-up.
-pub(super) fn workload_or_default(
-    state: &AppState,
-    requested: Option<String>,
-    field: String,
-    problems: &mut Vec<FieldError>,
-) -> String {
-    match requested {
-        Some(workload) => {
-            if let Err(reason) = validate::identifier(&workload, validate::TAG_MAX) {
-                problems.push(FieldError::new(field, reason));
-            }
-            workload
-        }
-        None => state.settings.reference_workload.clone(),
-    }
-}
-
-/// The node powers of `workload` (in `partition`, when given), for APC
-/// bounds: from memory while the nodes have not changed, else read once.
-/// `None` when no node of the scope has samples of the workload.
-pub(super) async fn node_powers(
-    state: &AppState,
-    workload: &str,
-    partition: Option<&str>,
-) -> ApiResult<Option<Arc<NodePowers>>> {
-    let key = (workload.to_owned(), partition.map(str::to_owned));
-    if let Some(cached) = state.caches.node_powers(&key) {
-        return Ok(cached);
-    }
-    // During an outage, the powers as last read (docs/operations.md).
-    let stale = || state.caches.stale_node_powers(&key);
-    if state.caches.degraded()
-        && let Some(powers) = stale()
-    {
-        return Ok(powers);
-    }
-    let read_at = state.caches.generation();
-    let window = state.settings.node_window.as_secs_f64();
-    let read = async {
-        let rows = store::nodes::powers(&state.pool, workload, partition, window).await?;
-        let peaks = store::nodes::peaks(&state.pool, partition).await?;
-        Ok::<_, sqlx::Error>((rows, peaks))
-    };
-    let (rows, peaks) = match read.await {
-        Ok(read) => read,
-        Err(e) => return state.stale_or(e, stale()),
-    };
-    let rows: Vec<(String, f64)> = rows.into_iter().map(|r| (r.name, r.power_w)).collect();
-    let powers = NodePowers::new(workload, partition, &rows, peaks).map(Arc::new);
-    state.caches.put_node_powers(key, powers.clone(), read_at);
-    Ok(powers)
 }

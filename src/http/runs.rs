@@ -486,7 +486,7 @@ pub async fn get_run(
     Query(params): Query<RunParams>,
 ) -> ApiResult<axum::Json<Run>> {
     let mut problems = Vec::new();
-    let workload = super::nodes::workload_or_default(
+    let workload = crate::service::nodes::workload_or_default(
         &state,
         params.workload,
         "workload".into(),
@@ -500,7 +500,7 @@ pub async fn get_run(
         .ok_or_else(|| ApiError::NotFound(format!("no run with id {id}")))?;
     let mut run = Run::from(row);
     if let Some(list) = &run.node_list
-        && let Some(powers) = super::nodes::node_powers(&state, &workload, None).await?
+        && let Some(powers) = crate::service::nodes::node_powers(&state, &workload, None).await?
     {
         let node_powers = powers.of(list);
         let b = crate::model::bounds::job_bounds(run.avg_power_w, &node_powers, &powers.scale);

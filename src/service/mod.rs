@@ -12,7 +12,9 @@ use crate::config::Settings;
 pub mod budgets;
 pub mod caps;
 pub mod error;
+pub mod nodes;
 pub mod power;
+pub mod predictions;
 
 pub use error::{Error, Result};
 

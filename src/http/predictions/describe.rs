@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use crate::model::{self, Candidate, Flag, Model, Prediction, Regime, Shape, Source};
+use crate::model::{self, Candidate, Flag, Model, Prediction, Regime, Shape};
 use crate::predict::Fitted;
 
 /// A value with its interval.
@@ -200,13 +200,6 @@ pub struct FlagNames<'a>(pub &'a [Flag]);
 impl Serialize for FlagNames<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.0.iter().map(|f| f.as_str()))
-    }
-}
-
-pub(super) fn source_name(source: Source) -> &'static str {
-    match source {
-        Source::History => "history",
-        Source::Model => "model",
     }
 }
 

@@ -1,0 +1,64 @@
+//! The node registry as predictions use it: the reference workload and the
+//! node powers behind APC bounds.
+
+use std::sync::Arc;
+
+use super::{Result, Service};
+use crate::predict::NodePowers;
+use crate::store;
+use crate::validate::{self, FieldError};
+
+/// The workload a request names (checked, a problem under `field` when bad),
+/// else the service's reference workload, which was checked at start-up.
+pub fn workload_or_default(
+    service: &Service,
+    requested: Option<String>,
+    field: String,
+    problems: &mut Vec<FieldError>,
+) -> String {
+    match requested {
+        Some(workload) => {
+            if let Err(reason) = validate::identifier(&workload, validate::TAG_MAX) {
+                problems.push(FieldError::new(field, reason));
+            }
+            workload
+        }
+        None => service.settings.reference_workload.clone(),
+    }
+}
+
+/// The node powers of `workload` (in `partition`, when given), for APC
+/// bounds: from memory while the nodes have not changed, else read once.
+/// `None` when no node of the scope has samples of the workload.
+pub async fn node_powers(
+    service: &Service,
+    workload: &str,
+    partition: Option<&str>,
+) -> Result<Option<Arc<NodePowers>>> {
+    let key = (workload.to_owned(), partition.map(str::to_owned));
+    if let Some(cached) = service.caches.node_powers(&key) {
+        return Ok(cached);
+    }
+    // During an outage, the powers as last read (docs/operations.md).
+    let stale = || service.caches.stale_node_powers(&key);
+    if service.caches.degraded()
+        && let Some(powers) = stale()
+    {
+        return Ok(powers);
+    }
+    let read_at = service.caches.generation();
+    let window = service.settings.node_window.as_secs_f64();
+    let read = async {
+        let rows = store::nodes::powers(&service.pool, workload, partition, window).await?;
+        let peaks = store::nodes::peaks(&service.pool, partition).await?;
+        Ok::<_, sqlx::Error>((rows, peaks))
+    };
+    let (rows, peaks) = match read.await {
+        Ok(read) => read,
+        Err(e) => return service.stale_or(e, stale()),
+    };
+    let rows: Vec<(String, f64)> = rows.into_iter().map(|r| (r.name, r.power_w)).collect();
+    let powers = NodePowers::new(workload, partition, &rows, peaks).map(Arc::new);
+    service.caches.put_node_powers(key, powers.clone(), read_at);
+    Ok(powers)
+}

@@ -1,0 +1,437 @@
+//! Predictions of an application on n nodes, as every answer needs them:
+//! the three metrics made consistent, the node scope with its APC bounds and
+//! node-set answers, and the flags that the physics model and an outage add
+//! (docs/model.md §2, §3).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{Error, Result, Service, nodes, power};
+use crate::hostlist;
+use crate::model::{self, Aggregate, Flag, Metric, Prediction, Source, consistency};
+use crate::predict::{Fitted, PredictError};
+use crate::store::apps::AppRow;
+use crate::validate::{self, FieldError};
+
+/// Most node names one answer lists (a node set may hold 100,000).
+pub const MAX_NAMES_SHOWN: usize = 20;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricName {
+    /// Energy-to-Solution (J)
+    Ets,
+    /// Average Power Consumption (W)
+    Apc,
+    /// Time-to-Solution (s)
+    Tts,
+}
+
+impl From<MetricName> for Metric {
+    fn from(m: MetricName) -> Self {
+        match m {
+            MetricName::Ets => Metric::Ets,
+            MetricName::Apc => Metric::Apc,
+            MetricName::Tts => Metric::Tts,
+        }
+    }
+}
+
+impl From<Metric> for MetricName {
+    fn from(m: Metric) -> Self {
+        match m {
+            Metric::Ets => MetricName::Ets,
+            Metric::Apc => MetricName::Apc,
+            Metric::Tts => MetricName::Tts,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AggregateName {
+    /// Quality-weighted mean of the runs at a measured node count.
+    #[default]
+    Mean,
+    Min,
+    /// The largest measured value (what a power-cap check wants).
+    Max,
+}
+
+impl From<AggregateName> for Aggregate {
+    fn from(a: AggregateName) -> Self {
+        match a {
+            AggregateName::Mean => Aggregate::Mean,
+            AggregateName::Min => Aggregate::Min,
+            AggregateName::Max => Aggregate::Max,
+        }
+    }
+}
+
+pub fn check_nodes(field: &str, nodes: i64) -> std::result::Result<u32, FieldError> {
+    validate::node_count(nodes).map_err(|reason| FieldError::new(field, reason))
+}
+
+pub fn check_allowed(
+    field: &str,
+    allowed: Option<f64>,
+) -> std::result::Result<Option<f64>, FieldError> {
+    match allowed {
+        Some(pct) => validate::allowed_rmse_pct(pct)
+            .map(|()| Some(pct))
+            .map_err(|reason| FieldError::new(field, reason)),
+        None => Ok(None),
+    }
+}
+
+pub fn predict_error(tag: &str, error: PredictError) -> Error {
+    match error {
+        PredictError::NoRuns => Error::invalid(
+            "app",
+            format!("application `{tag}` has no runs to predict from yet"),
+        ),
+        PredictError::Database(e) => e.into(),
+        PredictError::Fit(e) => Error::Internal(anyhow::anyhow!(e)),
+        PredictError::Busy => Error::Busy(
+            "another fit with an allowed_rmse_pct of its own is under way; retry shortly, \
+             or use the application's setting",
+        ),
+    }
+}
+
+/// APC on the best and the worst allocation of n nodes (docs/model.md §3): the
+/// history normalised to the best node, predicted for n, plus nothing (best)
+/// or n·(P_max − P_min) (worst).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ApcBounds {
+    pub workload: String,
+    pub partition: Option<String>,
+    pub best_w: f64,
+    pub worst_w: f64,
+    pub p_min_w: f64,
+    pub p_max_w: f64,
+    /// n × the largest vendor peak the registry knows, for comparison.
+    pub vendor_peak_w: Option<f64>,
+    /// `history` or `model`, as for the predictions.
+    pub source: String,
+}
+
+/// The predicted APC and EtS on one node set: the best-node APC of n nodes
+/// plus Σ (P_v − P_min) over the set, and that APC times the predicted TtS.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NodeSet {
+    /// The set in hostlist syntax.
+    pub node_list: String,
+    pub nodes: u32,
+    pub apc_w: f64,
+    pub ets_j: f64,
+    pub tts_s: f64,
+    /// How many nodes of the set have no samples of the workload; they are
+    /// counted at the mean node power.
+    pub unclassified_count: usize,
+    /// The first 20 of them.
+    pub unclassified: Vec<String>,
+    /// Σ of the set's vendor peaks, when the registry knows all of them.
+    pub vendor_peak_w: Option<f64>,
+}
+
+pub async fn fitted_models(
+    service: &Service,
+    app: &AppRow,
+    metrics: &[Metric],
+    allowed: f64,
+) -> Result<Vec<Arc<Fitted>>> {
+    let mut out = Vec::with_capacity(metrics.len());
+    for &metric in metrics {
+        let model = service
+            .models
+            .model(&service.pool, app, metric, allowed)
+            .await
+            .map_err(|e| predict_error(&app.tag, e))?;
+        out.push(model);
+    }
+    Ok(out)
+}
+
+/// All three metrics' models, and their predictions at one node count made
+/// consistent (EtS = APC × TtS within the intervals, `model::consistency`):
+/// every answer reads its metrics from here, so separate queries for each
+/// metric, node sets and jobs agree.
+pub struct Consistent {
+    models: [Arc<Fitted>; 3],
+    predictions: [Prediction; 3],
+}
+
+impl Consistent {
+    pub async fn at(
+        service: &Service,
+        app: &AppRow,
+        allowed: f64,
+        nodes: u32,
+        aggregate: AggregateName,
+    ) -> Result<Consistent> {
+        let models = match service.models.warm(app, allowed) {
+            Some(models) => models,
+            None => {
+                let all = fitted_models(service, app, &Metric::ALL, allowed).await?;
+                std::array::from_fn(|i| all[i].clone())
+            }
+        };
+        let predictions = consistency::predict(
+            [&models[0].model, &models[1].model, &models[2].model],
+            nodes,
+            aggregate.into(),
+        );
+        Ok(Consistent {
+            models,
+            predictions,
+        })
+    }
+
+    /// `metric`'s prediction (`Metric::ALL` is the order of both arrays).
+    pub fn prediction(&self, metric: Metric) -> &Prediction {
+        let i = Metric::ALL.iter().position(|m| *m == metric).unwrap_or(0);
+        &self.predictions[i]
+    }
+
+    /// The models and predictions of `metrics`, in their order.
+    pub fn of(&self, metrics: &[Metric]) -> (Vec<Arc<Fitted>>, Vec<Prediction>) {
+        metrics
+            .iter()
+            .filter_map(|m| Metric::ALL.iter().position(|x| x == m))
+            .map(|i| (self.models[i].clone(), self.predictions[i].clone()))
+            .unzip()
+    }
+}
+
+pub fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
+    metric.map_or_else(|| Metric::ALL.to_vec(), |m| vec![m.into()])
+}
+
+/// Flag extrapolations that depart from the application's physics model
+/// (docs/model.md §4) by more than its own misfit explains. Inside the measured
+/// range the data speak for themselves; beyond it, the laws of the declared
+/// scaling mode are the best check there is.
+pub async fn physics_flags(
+    service: &Service,
+    app: &AppRow,
+    models: &[Arc<Fitted>],
+    nodes: u32,
+    predicted: &mut [Prediction],
+) -> Result<()> {
+    if !predicted
+        .iter()
+        .any(|p| p.flags.contains(&Flag::Extrapolation))
+    {
+        return Ok(());
+    }
+    let physics = match service.models.physics(&service.pool, app).await {
+        Ok(physics) => physics,
+        // Through a database outage, an application whose physics model
+        // was never needed goes without this check.
+        Err(PredictError::Database(e)) if service.caches.degraded() => {
+            tracing::debug!(error = %e, "physics check skipped: database unreachable");
+            None
+        }
+        Err(e) => return Err(predict_error(&app.tag, e)),
+    };
+    let Some(physics) = physics else {
+        return Ok(());
+    };
+    for (fitted, p) in models.iter().zip(predicted) {
+        let metric = fitted.model.options.metric;
+        if p.flags.contains(&Flag::Extrapolation)
+            && !p.flags.contains(&Flag::OutsideTheory)
+            && physics.departs(metric, f64::from(nodes), p.value)
+        {
+            p.flags.push(Flag::OutsideTheory);
+        }
+    }
+    Ok(())
+}
+
+/// Flag answers made from memory while the database is unreachable.
+pub fn outage_flags(service: &Service, predicted: &mut [Prediction]) {
+    if service.caches.degraded() {
+        for p in predicted {
+            p.flags.push(Flag::DatabaseUnavailable);
+        }
+    }
+}
+
+/// Where node powers come from for one query, and its node list if any.
+pub struct NodeScope {
+    pub workload: String,
+    pub partition: Option<String>,
+    pub list: Option<Vec<String>>,
+}
+
+impl NodeScope {
+    /// Check a query's workload, partition and node list (whose field names
+    /// get `prefix`); `None` after recording what is wrong.
+    pub fn check(
+        service: &Service,
+        workload: Option<String>,
+        partition: Option<String>,
+        node_list: Option<&str>,
+        prefix: &str,
+        problems: &mut Vec<FieldError>,
+    ) -> Option<NodeScope> {
+        let before = problems.len();
+        let workload =
+            nodes::workload_or_default(service, workload, format!("{prefix}workload"), problems);
+        if let Some(Err(reason)) = partition
+            .as_deref()
+            .map(|p| validate::identifier(p, validate::TAG_MAX))
+        {
+            problems.push(FieldError::new(format!("{prefix}partition"), reason));
+        }
+        let list = match node_list.map(hostlist::expand) {
+            Some(Ok(list)) => Some(list),
+            Some(Err(e)) => {
+                problems.push(FieldError::new(format!("{prefix}node_list"), e.to_string()));
+                None
+            }
+            None => None,
+        };
+        (problems.len() == before).then_some(NodeScope {
+            workload,
+            partition,
+            list,
+        })
+    }
+}
+
+/// The node count of a query: `nodes`, or the length of its node list (which
+/// `nodes`, when also given, must equal).
+pub fn scope_nodes(
+    nodes: Option<i64>,
+    scope: &Option<NodeScope>,
+    prefix: &str,
+    problems: &mut Vec<FieldError>,
+) -> Option<u32> {
+    let listed = scope.as_ref().and_then(|s| s.list.as_ref()).map(Vec::len);
+    match (nodes, listed) {
+        (Some(n), Some(len)) if usize::try_from(n).ok() != Some(len) => {
+            problems.push(FieldError::new(
+                format!("{prefix}nodes"),
+                format!("must equal the number of nodes in node_list ({n} ≠ {len})"),
+            ));
+            None
+        }
+        (Some(n), _) => check_nodes(&format!("{prefix}nodes"), n)
+            .map_err(|e| problems.push(e))
+            .ok(),
+        (None, Some(len)) => check_nodes(&format!("{prefix}node_list"), len as i64)
+            .map_err(|e| problems.push(e))
+            .ok(),
+        (None, None) => {
+            // A bad node list has been reported already.
+            if !problems.iter().any(|p| p.field.ends_with("node_list")) {
+                problems.push(FieldError::new(
+                    format!("{prefix}nodes"),
+                    "is required (or give node_list)",
+                ));
+            }
+            None
+        }
+    }
+}
+
+/// The APC bounds of n nodes and the node set's predictions, where nodes are
+/// classified; a node list naming unknown nodes is refused (422).
+pub async fn node_answers(
+    service: &Service,
+    app: &AppRow,
+    nodes: u32,
+    scope: &NodeScope,
+    allowed: f64,
+    aggregate: AggregateName,
+    tts_s: f64,
+) -> Result<(Option<ApcBounds>, Option<NodeSet>)> {
+    if let Some(list) = &scope.list {
+        // The registry as the in-memory load has it (see `cache`).
+        let load = power::current_load(service).await?;
+        let unknown: Vec<&str> = list
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !load.is_registered(n))
+            .collect();
+        if !unknown.is_empty() {
+            let shown = unknown
+                .iter()
+                .take(MAX_NAMES_SHOWN)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ");
+            let more = if unknown.len() > MAX_NAMES_SHOWN {
+                format!(" and {} more", unknown.len() - MAX_NAMES_SHOWN)
+            } else {
+                String::new()
+            };
+            return Err(Error::invalid(
+                "node_list",
+                format!("names nodes not in the registry: {shown}{more}"),
+            ));
+        }
+    }
+    let Some(powers) =
+        nodes::node_powers(service, &scope.workload, scope.partition.as_deref()).await?
+    else {
+        return Ok((None, None));
+    };
+    let best_model = service
+        .models
+        .best_node_apc(&service.pool, app, &powers, allowed)
+        .await
+        .map_err(|e| predict_error(&app.tag, e))?;
+    let best = best_model.model.predict(nodes, aggregate.into());
+    let scale = &powers.scale;
+    let max_peak = powers.peak_w.values().copied().reduce(f64::max);
+    let bounds = ApcBounds {
+        workload: scope.workload.clone(),
+        partition: scope.partition.clone(),
+        best_w: best.value,
+        worst_w: model::bounds::worst_of(best.value, nodes, scale),
+        p_min_w: scale.p_min,
+        p_max_w: scale.p_max,
+        vendor_peak_w: max_peak.map(|p| p * f64::from(nodes)),
+        source: source_name(best.source).to_owned(),
+    };
+    let node_set = match &scope.list {
+        None => None,
+        Some(list) => {
+            let node_powers = powers.of(list);
+            let apc = model::bounds::on_nodes(best.value, &node_powers, scale);
+
+            let peaks: Option<Vec<f64>> =
+                list.iter().map(|n| powers.peak_w.get(n).copied()).collect();
+            Some(NodeSet {
+                node_list: hostlist::compress(list),
+                nodes,
+                apc_w: apc,
+                ets_j: apc * tts_s,
+                tts_s,
+                unclassified_count: node_powers.iter().filter(|p| p.is_none()).count(),
+                unclassified: list
+                    .iter()
+                    .zip(&node_powers)
+                    .filter(|(_, p)| p.is_none())
+                    .map(|(n, _)| n.clone())
+                    .take(MAX_NAMES_SHOWN)
+                    .collect(),
+                vendor_peak_w: peaks.map(|p| p.iter().sum()),
+            })
+        }
+    };
+    Ok((Some(bounds), node_set))
+}
+
+pub fn source_name(source: Source) -> &'static str {
+    match source {
+        Source::History => "history",
+        Source::Model => "model",
+    }
+}
