@@ -1,7 +1,5 @@
 //! `/v1/apps`: applications, their metadata and their runs.
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
@@ -18,6 +16,7 @@ use super::extract::{Json, Path, Query};
 use super::page;
 use super::runs::Run;
 use crate::domain::ScalingMode;
+pub use crate::service::apps::{check_tag, find_app, find_known_app};
 use crate::store::apps::{AppMetadata, AppRow};
 use crate::store::{self, runs::RunFilter};
 use crate::validate::{self, Errors};
@@ -79,11 +78,6 @@ pub struct AppMetadataInput {
     /// service default (2 %).
     #[schema(exclusive_minimum = 0.0, maximum = 100.0)]
     pub allowed_rmse_pct: Option<f64>,
-}
-
-pub(super) fn check_tag(tag: &str) -> Result<(), ApiError> {
-    validate::identifier(tag, validate::TAG_MAX)
-        .map_err(|reason| ApiError::bad_request("app", reason))
 }
 
 /// Create an application or replace its metadata.
@@ -152,39 +146,6 @@ pub async fn get_app(
 ) -> ApiResult<axum::Json<App>> {
     let row = find_app(&state, &tag).await?;
     Ok(axum::Json(AppRow::clone(&row).into()))
-}
-
-/// The application's row: from memory while it has not changed (see `cache`).
-pub(super) async fn find_app(state: &AppState, tag: &str) -> ApiResult<Arc<AppRow>> {
-    check_tag(tag)?;
-    if let Some(row) = state.caches.app(tag) {
-        return Ok(row);
-    }
-    // During an outage, the row as last read (docs/operations.md).
-    let stale = || state.caches.stale_app(tag);
-    if state.caches.degraded()
-        && let Some(row) = stale()
-    {
-        return Ok(row);
-    }
-    let read_at = state.caches.generation();
-    let found = match store::apps::get(&state.pool, tag).await {
-        Ok(found) => found,
-        Err(e) => return state.stale_or(e, stale()),
-    };
-    let row = Arc::new(found.ok_or_else(|| ApiError::NotFound(format!("no application `{tag}`")))?);
-    state.caches.put_app(row.clone(), read_at);
-    Ok(row)
-}
-
-/// `find_app`, with an unknown application as `None` (admission and job
-/// starts answer for applications not seen yet).
-pub(super) async fn find_known_app(state: &AppState, tag: &str) -> ApiResult<Option<Arc<AppRow>>> {
-    match find_app(state, tag).await {
-        Ok(app) => Ok(Some(app)),
-        Err(ApiError::NotFound(_)) => Ok(None),
-        Err(e) => Err(e),
-    }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

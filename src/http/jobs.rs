@@ -5,186 +5,22 @@
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::admission::{Admission, Candidate, JobShape, decide};
 use super::auth::{self, Authorized};
 use super::error::responses::{
     BadQuery, MalformedJson, NeedsRead, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use super::error::{ApiError, ApiResult, PROBLEM_JSON, Problem};
 use super::extract::{Json, Path, Query};
-use super::predictions::{AggregateName, Consistent, NodeScope, node_answers};
-use super::runs::{Run, store_one};
-use crate::ingest::{self, NodeListDraft, RunDraft};
-use crate::model::Metric;
-use crate::predict;
-use crate::store::power::Expiry;
-use crate::store::{self, apps::AppRow, jobs::JobRow, jobs::NewJob};
-use crate::validate::{self, FieldError};
-
-/// Power reserved per node for a job of an application without history,
-/// when the registry knows no vendor peak: deliberately high, so that an
-/// unknown job is not let in under a cap it would break.
-pub const DEFAULT_NODE_POWER_W: f64 = 1000.0;
-/// A job running longer than this many times its predicted TtS is stale.
-pub const STALE_FACTOR: f64 = 2.0;
-
-/// A job reported at its start.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct JobInput {
-    /// The system the job runs on (as for runs).
-    pub source: String,
-    pub job_id: String,
-    /// Application tag; created if new.
-    pub app: String,
-    /// Node count; required unless `node_list` is given.
-    pub nodes: Option<i64>,
-    /// The allocated nodes (Slurm hostlist syntax).
-    pub node_list: Option<String>,
-    pub partition: Option<String>,
-    pub account: Option<String>,
-    /// Default now.
-    pub started_at: Option<DateTime<Utc>>,
-    /// Reference workload for the node classification; default the service's.
-    pub workload: Option<String>,
-    /// The job's time limit, s: without history, its energy is bounded by
-    /// its reserved power × this limit (for budgets).
-    #[schema(exclusive_minimum = 0.0)]
-    pub time_limit_s: Option<f64>,
-    /// Store the job even when it does not fit under a cap or its budget
-    /// (it runs already, whatever the answer). Default `false`: such a job
-    /// is refused with 409 and not stored.
-    #[serde(default)]
-    pub force: bool,
-}
-
-/// A job in flight.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct Job {
-    pub source: String,
-    pub job_id: String,
-    pub app: String,
-    pub nodes: i32,
-    pub node_list: Option<Vec<String>>,
-    pub partition: Option<String>,
-    pub account: Option<String>,
-    pub started_at: DateTime<Utc>,
-    /// Predicted at the start; `null` for an application without history.
-    pub predicted_apc_w: Option<f64>,
-    pub predicted_ets_j: Option<f64>,
-    pub predicted_tts_s: Option<f64>,
-    /// The power the job counts for in headroom and admission.
-    pub reserved_w: f64,
-    /// `node_set` (its nodes' APC), `worst_nodes` (the worst-node bound),
-    /// `expected` (the predicted APC) or `no_history` (nodes × the largest
-    /// vendor peak, else 1000 W per node).
-    pub reserved_basis: String,
-    pub time_limit_s: Option<f64>,
-    /// When its reservation ends if its end is never reported: its time
-    /// limit plus a grace period (`--reservation-grace-s`, 600 s), or
-    /// without one `--max-reservation-s` (48 h) after its start.
-    pub reservation_ends_at: DateTime<Utc>,
-    /// Past `reservation_ends_at`: listed, but counted nowhere (headroom,
-    /// admission, budgets).
-    pub expired: bool,
-    /// Running more than twice its predicted TtS.
-    pub stale: bool,
-    /// The admission decision made when the job was stored (answers to a
-    /// job start only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admission: Option<Admission>,
-}
-
-impl Job {
-    fn from_row(j: JobRow, now: DateTime<Utc>, expiry: Expiry) -> Self {
-        let elapsed = (now - j.started_at).as_seconds_f64();
-        let reservation_ends_at = expiry.ends_at(j.started_at, j.time_limit_s);
-        Job {
-            reservation_ends_at,
-            expired: reservation_ends_at <= now,
-            stale: j
-                .predicted_tts_s
-                .is_some_and(|tts| elapsed > STALE_FACTOR * tts),
-            source: j.source,
-            job_id: j.job_id,
-            app: j.app,
-            nodes: j.nodes,
-            node_list: j.node_list,
-            partition: j.partition,
-            account: j.account,
-            started_at: j.started_at,
-            predicted_apc_w: j.predicted_apc_w,
-            predicted_ets_j: j.predicted_ets_j,
-            predicted_tts_s: j.predicted_tts_s,
-            reserved_w: j.reserved_w,
-            reserved_basis: j.reserved_basis,
-            time_limit_s: j.time_limit_s,
-            admission: None,
-        }
-    }
-}
-
-/// What a job of `app` on `nodes` is predicted to need, and the power it
-/// reserves.
-pub(super) struct Estimate {
-    pub apc_w: Option<f64>,
-    pub ets_j: Option<f64>,
-    pub tts_s: Option<f64>,
-    pub reserved_w: f64,
-    pub basis: &'static str,
-}
-
-pub(super) async fn estimate(
-    state: &AppState,
-    app: Option<&AppRow>,
-    nodes: u32,
-    scope: &NodeScope,
-) -> ApiResult<Estimate> {
-    let Some(app) = app.filter(|a| a.run_count > 0) else {
-        let per_node = store::nodes::max_peak(&state.pool, scope.partition.as_deref())
-            .await?
-            .unwrap_or(DEFAULT_NODE_POWER_W);
-        return Ok(Estimate {
-            apc_w: None,
-            ets_j: None,
-            tts_s: None,
-            reserved_w: per_node * f64::from(nodes),
-            basis: "no_history",
-        });
-    };
-    let allowed = predict::allowed_rmse(app, None);
-    let consistent = Consistent::at(state, app, allowed, nodes, AggregateName::Mean).await?;
-    let value = |metric: Metric| Some(consistent.prediction(metric).value);
-    let (apc, ets, tts) = (value(Metric::Apc), value(Metric::Ets), value(Metric::Tts));
-    let (bounds, set) = node_answers(
-        state,
-        app,
-        nodes,
-        scope,
-        allowed,
-        AggregateName::Mean,
-        consistent.prediction(Metric::Tts).value,
-    )
-    .await?;
-    let (reserved_w, basis) = match (set, bounds, apc) {
-        (Some(set), _, _) => (set.apc_w, "node_set"),
-        (None, Some(bounds), _) => (bounds.worst_w, "worst_nodes"),
-        (None, None, Some(apc)) => (apc, "expected"),
-        (None, None, None) => (DEFAULT_NODE_POWER_W * f64::from(nodes), "no_history"),
-    };
-    Ok(Estimate {
-        apc_w: apc,
-        ets_j: ets,
-        tts_s: tts,
-        reserved_w,
-        basis,
-    })
-}
+use super::runs::Run;
+use crate::service::admission::Admission;
+use crate::service::jobs::{self, Finish, Start};
+pub use crate::service::jobs::{
+    DEFAULT_NODE_POWER_W, FinishInput, Job, JobInput, Jobs, STALE_FACTOR,
+};
 
 /// Report a job's start: it is stored as running, with its prediction and
 /// the power it reserves.
@@ -222,134 +58,17 @@ pub async fn start_job(
     State(state): State<AppState>,
     Json(input): Json<JobInput>,
 ) -> ApiResult<Response> {
-    let mut problems = Vec::new();
-    for (field, value, max) in [
-        ("source", &input.source, validate::SOURCE_MAX),
-        ("job_id", &input.job_id, validate::JOB_ID_MAX),
-    ] {
-        if let Err(reason) = validate::identifier(value, max) {
-            problems.push(FieldError::new(field, reason));
+    let job_id = input.job_id.clone();
+    match jobs::start(&state, input).await? {
+        Start::Running { job, created } => {
+            let status = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok((status, axum::Json(job)).into_response())
         }
-    }
-    if let Some(Err(reason)) = input.started_at.map(validate::time_in_range) {
-        problems.push(FieldError::new("started_at", reason));
-    }
-    let shape = JobShape {
-        app: &input.app,
-        nodes: input.nodes,
-        node_list: input.node_list.as_deref(),
-        partition: input.partition.clone(),
-        account: input.account.as_deref(),
-        time_limit_s: input.time_limit_s,
-        workload: input.workload,
-    };
-    let Some((nodes, scope)) = shape.check(&state, &mut problems) else {
-        return Err(ApiError::Invalid(problems));
-    };
-    // Checked again under the lock; here, to spare a prediction.
-    if store::runs::id_by_key(&state.pool, &input.source, &input.job_id)
-        .await?
-        .is_some()
-    {
-        return Err(already_finished(&input.source, &input.job_id));
-    }
-    // Predicting may fit a model: done before the lock is taken. An unknown
-    // application is only created below, once the job is admitted.
-    let known = super::apps::find_known_app(&state, &input.app).await?;
-    let estimate = estimate(&state, known.as_deref(), nodes, &scope).await?;
-    let now = Utc::now();
-    let started_at = input.started_at.unwrap_or(now);
-
-    // The decision and the reservation, atomically: every job start takes
-    // the admission lock, so each sees the jobs stored before it.
-    let mut tx = state.pool.begin().await?;
-    let lock = store::power::lock_admission(&mut *tx).await?;
-    if let Some(row) = store::jobs::get(&mut *tx, &input.source, &input.job_id).await? {
-        return Ok((
-            StatusCode::OK,
-            axum::Json(Job::from_row(row, now, state.settings.expiry)),
-        )
-            .into_response());
-    }
-    // Under the lock, a run stored meanwhile, or an end reported before this
-    // start arrived, is seen: the job would otherwise never be released.
-    if store::runs::id_by_key(&mut *tx, &input.source, &input.job_id)
-        .await?
-        .is_some()
-    {
-        return Err(already_finished(&input.source, &input.job_id));
-    }
-    if let Some(ended_at) = store::jobs::ended_at(&mut *tx, &input.source, &input.job_id).await?
-        && started_at <= ended_at
-    {
-        return Err(ApiError::Conflict {
-            detail: format!(
-                "job {} of {} was reported ended at {ended_at} while not running, \
-                 after this start ({started_at}); it was not stored",
-                input.job_id, input.source
-            ),
-            errors: vec![FieldError::new(
-                "job_id",
-                "names a job whose end was reported before its start arrived",
-            )],
-        });
-    }
-    let candidate = Candidate {
-        app: &input.app,
-        nodes,
-        scope: &scope,
-        account: input.account.as_deref(),
-        at: now,
-        time_limit_s: input.time_limit_s,
-    };
-    let load = store::power::load(&mut tx, state.settings.expiry).await?;
-    let admission = decide(&mut tx, &load, &candidate, &estimate, now).await?;
-    if !admission.admit && !input.force {
-        drop(tx);
-        return Ok(refused(&input.job_id, admission));
-    }
-    // Under the lock: an application left without runs or jobs is removed
-    // under it too (store::apps::remove_if_unused), so this one stays.
-    // Looked up before it is created: inserting a tag, even one that exists,
-    // waits for a batch that is updating its row, and that batch may be
-    // waiting for this lock.
-    let app = match store::apps::get(&mut *tx, &input.app).await? {
-        Some(app) => app,
-        None => store::apps::ensure(&mut tx, &input.app).await?,
-    };
-    let job = NewJob {
-        source: input.source,
-        job_id: input.job_id,
-        app_id: app.id,
-        nodes: i32::try_from(nodes).unwrap_or(i32::MAX),
-        node_list: scope.list,
-        partition: input.partition,
-        account: input.account,
-        started_at,
-        predicted_apc_w: estimate.apc_w,
-        predicted_ets_j: estimate.ets_j,
-        predicted_tts_s: estimate.tts_s,
-        reserved_w: estimate.reserved_w,
-        reserved_basis: estimate.basis.to_owned(),
-        time_limit_s: input.time_limit_s,
-    };
-    let (row, created) = store::jobs::insert(&mut tx, &lock, &job).await?;
-    tx.commit().await?;
-    state.caches.forget_load();
-    let status = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    let mut job = Job::from_row(row, Utc::now(), state.settings.expiry);
-    job.admission = Some(admission);
-    Ok((status, axum::Json(job)).into_response())
-}
-
-fn already_finished(source: &str, job_id: &str) -> ApiError {
-    ApiError::Conflict {
-        detail: format!("job {job_id} of {source} has already finished and is stored as a run"),
-        errors: vec![FieldError::new("job_id", "names a finished run")],
+        Start::Refused(admission) => Ok(refused(&job_id, *admission)),
     }
 }
 
@@ -413,18 +132,6 @@ pub struct JobListParams {
     pub account: Option<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct Jobs {
-    /// Running jobs, oldest first.
-    pub items: Vec<Job>,
-    /// Σ of the reserved power of those not expired, W.
-    pub reserved_w: f64,
-    pub stale: usize,
-    /// Jobs whose reservation has expired (still listed until their end is
-    /// reported or they are cancelled).
-    pub expired: usize,
-}
-
 /// List jobs in flight.
 #[utoipa::path(get, path = "/v1/jobs", tag = "jobs",
     params(JobListParams),
@@ -441,50 +148,13 @@ pub async fn list_jobs(
     State(state): State<AppState>,
     Query(params): Query<JobListParams>,
 ) -> ApiResult<axum::Json<Jobs>> {
-    for (field, value, max) in [
-        ("partition", &params.partition, validate::TAG_MAX),
-        ("account", &params.account, validate::ACCOUNT_MAX),
-    ] {
-        if let Some(Err(reason)) = value.as_deref().map(|v| validate::identifier(v, max)) {
-            return Err(ApiError::bad_request(field, reason));
-        }
-    }
-    let now = Utc::now();
-    let items: Vec<Job> = store::jobs::list(
-        &state.pool,
+    let jobs = jobs::list(
+        &state,
         params.partition.as_deref(),
         params.account.as_deref(),
     )
-    .await?
-    .into_iter()
-    .map(|j| Job::from_row(j, now, state.settings.expiry))
-    .collect();
-    let live = || items.iter().filter(|j| !j.expired);
-    Ok(axum::Json(Jobs {
-        reserved_w: live().map(|j| j.reserved_w).sum(),
-        stale: live().filter(|j| j.stale).count(),
-        expired: items.iter().filter(|j| j.expired).count(),
-        items,
-    }))
-}
-
-/// What was measured when a job ended: any two of energy, power and
-/// duration, or one of energy and power (the duration is then the time from
-/// the job's start to `ended_at`). Without `ended_at`, the end is the start
-/// plus a given duration, else now.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FinishInput {
-    #[schema(exclusive_minimum = 0.0)]
-    pub energy_j: Option<f64>,
-    #[schema(exclusive_minimum = 0.0)]
-    pub avg_power_w: Option<f64>,
-    #[schema(exclusive_minimum = 0.0)]
-    pub duration_s: Option<f64>,
-    /// Default now.
-    pub ended_at: Option<DateTime<Utc>>,
-    /// Measurement weight in (0, 1], default 1.
-    pub quality: Option<f64>,
+    .await?;
+    Ok(axum::Json(jobs))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -521,74 +191,12 @@ pub async fn finish_job(
     Path((source, job_id)): Path<(String, String)>,
     Json(input): Json<FinishInput>,
 ) -> ApiResult<axum::Json<Finished>> {
-    let job = loop {
-        if let Some(job) = store::jobs::get(&state.pool, &source, &job_id).await? {
-            break Some(job);
-        }
-        // Finished before, or its start has not arrived (yet).
-        if store::runs::id_by_key(&state.pool, &source, &job_id)
-            .await?
-            .is_some()
-        {
-            break None;
-        }
-        if remember_end_unless_running(&state, &source, &job_id).await? {
-            return Err(ApiError::NotFound(format!("no job {job_id} of {source}")));
-        }
+    let (status, row) = match jobs::finish(&state, &source, &job_id, input).await? {
+        Finish::Finished(row) => ("finished", row),
+        Finish::AlreadyFinished(row) => ("already_finished", row),
     };
-    let Some(job) = job else {
-        let id = store::runs::id_by_key(&state.pool, &source, &job_id)
-            .await?
-            .ok_or_else(|| ApiError::NotFound(format!("no job {job_id} of {source}")))?;
-        let row = store::runs::get(&state.pool, id)
-            .await?
-            .ok_or_else(|| ApiError::NotFound(format!("no job {job_id} of {source}")))?;
-        return Ok(axum::Json(Finished {
-            status: "already_finished".into(),
-            run: row.into(),
-        }));
-    };
-    // Without an end time, a measured duration dates the end; else now.
-    let ended_at = input.ended_at.unwrap_or_else(|| {
-        input
-            .duration_s
-            .filter(|d| d.is_finite() && *d > 0.0 && *d < ingest::MAX_DURATION_S)
-            .and_then(|d| chrono::Duration::try_milliseconds((d * 1000.0) as i64))
-            .map_or_else(Utc::now, |d| job.started_at + d)
-    });
-    let measured = [input.energy_j, input.avg_power_w, input.duration_s]
-        .iter()
-        .filter(|v| v.is_some())
-        .count();
-    // One measurement: the duration is the time the job ran.
-    let duration_s = input
-        .duration_s
-        .or_else(|| (measured < 2).then(|| (ended_at - job.started_at).as_seconds_f64()));
-    let draft = RunDraft {
-        app: job.app.clone(),
-        source: job.source.clone(),
-        job_id: job.job_id.clone(),
-        nodes: i64::from(job.nodes),
-        node_list: job.node_list.clone().map(NodeListDraft::Names),
-        energy_j: input.energy_j,
-        avg_power_w: input.avg_power_w,
-        duration_s,
-        started_at: Some(job.started_at),
-        ended_at: Some(ended_at),
-        quality: input.quality,
-        account: job.account.clone(),
-    };
-    let run = ingest::validate(draft, Utc::now()).map_err(ApiError::Invalid)?;
-    // The run and the job's removal commit together (store::runs::insert_batch),
-    // also when the run was stored before with other values (409).
-    let stored = store_one(&state, run, "this job").await;
-    state.caches.forget_load();
-    let (_, id) = stored?;
-    let row = store::runs::get(&state.pool, id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("run {id} vanished after it was stored"))?;
     Ok(axum::Json(Finished {
-        status: "finished".into(),
+        status: status.into(),
         run: row.into(),
     }))
 }
@@ -610,37 +218,6 @@ pub async fn cancel_job(
     State(state): State<AppState>,
     Path((source, job_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let mut tx = state.pool.begin().await?;
-    let lock = store::power::lock_admission(&mut *tx).await?;
-    if let Some(removed) = store::jobs::delete(&mut tx, &lock, &source, &job_id).await? {
-        tx.commit().await?;
-        state.caches.forget_load();
-        for tag in &removed {
-            state.caches.forget_app(tag);
-        }
-        return Ok(StatusCode::NO_CONTENT);
-    }
-    store::jobs::remember_end(&mut tx, &lock, &source, &job_id, Utc::now()).await?;
-    tx.commit().await?;
-    Err(ApiError::NotFound(format!(
-        "no running job {job_id} of {source}"
-    )))
-}
-
-/// Remember the end of `(source, job_id)` reported while it is not running,
-/// so that its start, if it arrives later, is refused rather than reserving
-/// power. False (and nothing remembered) if it is running by now.
-async fn remember_end_unless_running(
-    state: &AppState,
-    source: &str,
-    job_id: &str,
-) -> sqlx::Result<bool> {
-    let mut tx = state.pool.begin().await?;
-    let lock = store::power::lock_admission(&mut *tx).await?;
-    if store::jobs::get(&mut *tx, source, job_id).await?.is_some() {
-        return Ok(false);
-    }
-    store::jobs::remember_end(&mut tx, &lock, source, job_id, Utc::now()).await?;
-    tx.commit().await?;
-    Ok(true)
+    jobs::cancel(&state, &source, &job_id).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

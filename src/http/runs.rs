@@ -15,6 +15,7 @@ use super::error::responses::{
 use super::error::{ApiError, ApiResult, Problem, ProblemField};
 use super::extract::{Json, Path, Query, from_json_value};
 use crate::ingest::{self, NodeListDraft, Outcome, RunDraft};
+use crate::service::runs;
 use crate::store::{self, runs::RunRow};
 use crate::validate::{self, FieldError};
 
@@ -172,14 +173,7 @@ impl From<RunRow> for Run {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum RunStatus {
-    /// Stored now.
-    Created,
-    /// Already stored with the same values; nothing changed.
-    Duplicate,
-}
+pub use crate::service::runs::RunStatus;
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RunAccepted {
@@ -214,7 +208,7 @@ pub async fn create_run(
     Json(input): Json<RunInput>,
 ) -> ApiResult<Response> {
     let run = ingest::validate(input.into(), Utc::now()).map_err(ApiError::Invalid)?;
-    let (status, id) = store_one(&state, run, "this (source, job_id)").await?;
+    let (status, id) = runs::store_one(&state, run, "this (source, job_id)").await?;
     let row = store::runs::get(&state.pool, id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("run {id} vanished after it was stored"))?;
@@ -231,53 +225,6 @@ pub async fn create_run(
             .into_response(),
         RunStatus::Duplicate => (StatusCode::OK, body).into_response(),
     })
-}
-
-/// Store one run: whether it is new and its id, or the answer its refusal
-/// gets. `subject` says what a conflicting run was stored for.
-pub(super) async fn store_one(
-    state: &AppState,
-    run: crate::store::runs::NewRun,
-    subject: &str,
-) -> ApiResult<(RunStatus, i64)> {
-    let ingested = store_runs(state, vec![Ok(run)], false).await?;
-    match ingested.outcomes.into_iter().next() {
-        Some(Outcome::Created(id)) => Ok((RunStatus::Created, id)),
-        Some(Outcome::Duplicate(id)) => Ok((RunStatus::Duplicate, id)),
-        Some(Outcome::Conflict {
-            run_id,
-            differences,
-        }) => Err(ApiError::Conflict {
-            detail: format!(
-                "run {} is already stored with other values for {subject}",
-                run_id.unwrap_or_default()
-            ),
-            errors: differences,
-        }),
-        Some(Outcome::Invalid(errors)) => Err(ApiError::Invalid(errors)),
-        Some(Outcome::Withheld) | None => {
-            Err(anyhow::anyhow!("a single run was neither stored nor rejected").into())
-        }
-    }
-}
-
-/// Store runs, then drop this replica's cached rows of their applications at
-/// once (other replicas hear of it through the transaction's notification).
-pub(super) async fn store_runs(
-    state: &AppState,
-    items: Vec<Result<crate::store::runs::NewRun, Vec<FieldError>>>,
-    atomic: bool,
-) -> Result<ingest::Ingested, sqlx::Error> {
-    let mut tags: Vec<String> = items.iter().flatten().map(|r| r.app.clone()).collect();
-    tags.sort_unstable();
-    tags.dedup();
-    let ingested = ingest::ingest(&state.pool, items, atomic).await?;
-    for tag in tags.iter().chain(&ingested.removed_apps) {
-        state.caches.forget_app(tag);
-    }
-    // Jobs whose runs these are stopped running in the same transaction.
-    state.caches.forget_load();
-    Ok(ingested)
 }
 
 /// A batch of runs.
@@ -394,7 +341,7 @@ pub async fn create_batch(
                 .collect()
         })
         .await?;
-    let ingested = store_runs(&state, items, input.atomic).await?;
+    let ingested = runs::store_runs(&state, items, input.atomic).await?;
 
     if !ingested.committed {
         let errors: Vec<FieldError> = ingested

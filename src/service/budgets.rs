@@ -135,7 +135,7 @@ pub async fn set(service: &Service, account: &str, input: &BudgetInput) -> Resul
     let load = power::current_load(service).await?;
     let mut conn = service.pool.acquire().await?;
     let (row, created) =
-        store::budgets::upsert(&mut *conn, &account, input.limit_j, input.period, window).await?;
+        store::budgets::upsert(&mut *conn, account, input.limit_j, input.period, window).await?;
     let standing = standing(&mut conn, &load, row, Utc::now()).await?;
     Ok((standing, created))
 }

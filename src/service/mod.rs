@@ -9,12 +9,16 @@ use sqlx::PgPool;
 
 use crate::config::Settings;
 
+pub mod admission;
+pub mod apps;
 pub mod budgets;
 pub mod caps;
 pub mod error;
+pub mod jobs;
 pub mod nodes;
 pub mod power;
 pub mod predictions;
+pub mod runs;
 
 pub use error::{Error, Result};
 

@@ -1,0 +1,454 @@
+//! Admission: may a queued job start now? (docs/model.md §5)
+//!
+//! Two checks, each with the numbers behind it:
+//! - **power**: under the cap in force for the job's partition and for the
+//!   whole system, the draw after the job starts (its reserved power replaces
+//!   the idle power of the nodes it takes) must stay within the cap;
+//! - **energy**: the job's predicted EtS must fit in what its account's
+//!   budget has left (limit − consumed − committed by running jobs).
+//!
+//! The answer is advice: it reserves nothing. A job start (`POST /v1/jobs`)
+//! makes the same decision again under a lock and stores the job in the same
+//! transaction, so that two jobs cannot both take headroom only one fits in.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+use utoipa::ToSchema;
+
+use super::budgets::standing;
+use super::jobs::{Estimate, estimate};
+use super::power::IdleDraw;
+use super::predictions::{NodeScope, scope_nodes};
+use super::{Error, Result, Service, apps, power};
+use crate::store::{self, caps::CapRow, power::Load};
+use crate::validate::{self, FieldError};
+
+/// A queued job.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdmissionInput {
+    /// Application tag. An application never seen, or without runs, gets the
+    /// conservative answer (see `Admission`).
+    pub app: String,
+    /// Node count; required unless `node_list` is given.
+    pub nodes: Option<i64>,
+    /// The nodes it would run on (Slurm hostlist syntax).
+    pub node_list: Option<String>,
+    /// Checked against this partition's cap as well as the system's.
+    pub partition: Option<String>,
+    /// Checked against this account's energy budget.
+    pub account: Option<String>,
+    /// The time whose cap applies (RFC 3339, default now). The draw and the
+    /// budget are those of now.
+    pub start_at: Option<DateTime<Utc>>,
+    /// The job's time limit, s. Without history, the job's energy is bounded
+    /// by its reserved power × this limit.
+    #[schema(exclusive_minimum = 0.0)]
+    pub time_limit_s: Option<f64>,
+    /// Reference workload for the node classification; default the service's.
+    pub workload: Option<String>,
+}
+
+/// The fields a job start and an admission question share, checked alike.
+pub struct JobShape<'a> {
+    pub app: &'a str,
+    pub nodes: Option<i64>,
+    pub node_list: Option<&'a str>,
+    pub partition: Option<String>,
+    pub account: Option<&'a str>,
+    pub time_limit_s: Option<f64>,
+    pub workload: Option<String>,
+}
+
+impl JobShape<'_> {
+    /// The node count and node scope, after recording what is wrong.
+    pub fn check(
+        self,
+        service: &Service,
+        problems: &mut Vec<FieldError>,
+    ) -> Option<(u32, NodeScope)> {
+        if let Err(reason) = validate::identifier(self.app, validate::TAG_MAX) {
+            problems.push(FieldError::new("app", reason));
+        }
+        if let Some(Err(reason)) = self
+            .account
+            .map(|a| validate::identifier(a, validate::ACCOUNT_MAX))
+        {
+            problems.push(FieldError::new("account", reason));
+        }
+        if let Some(Err(reason)) = self.time_limit_s.map(validate::positive) {
+            problems.push(FieldError::new("time_limit_s", reason));
+        }
+        let scope = NodeScope::check(
+            service,
+            self.workload,
+            self.partition,
+            self.node_list,
+            "",
+            problems,
+        );
+        let nodes = scope_nodes(self.nodes, &scope, "", problems);
+        match (nodes, scope) {
+            (Some(nodes), Some(scope)) if problems.is_empty() => Some((nodes, scope)),
+            _ => None,
+        }
+    }
+}
+
+/// What is predicted for the job (`null` without history).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct AdmissionPrediction {
+    /// Whether the application has runs to predict from.
+    pub history: bool,
+    pub apc_w: Option<f64>,
+    pub ets_j: Option<f64>,
+    pub tts_s: Option<f64>,
+}
+
+/// The power check of one scope.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ScopeCheck {
+    /// The partition, or `null` for the whole system.
+    pub partition: Option<String>,
+    /// The cap in force; `null` (and the headrooms too) when none is.
+    pub cap_name: Option<String>,
+    pub cap_w: Option<f64>,
+    /// Draw now: running jobs' reserved power plus idle nodes, W.
+    pub draw_w: f64,
+    pub headroom_before_w: Option<f64>,
+    /// The idle power of the nodes the job would take, which its own power
+    /// replaces, W.
+    pub idle_released_w: f64,
+    /// cap − (draw − idle released + the job's reserved power), W.
+    pub headroom_after_w: Option<f64>,
+    pub fits: bool,
+}
+
+/// The power answer: the binding scope's figures (the capped scope with the
+/// least headroom after the job), and every scope's check.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PowerCheck {
+    /// The job fits under every cap in force.
+    pub fits: bool,
+    /// The binding scope's partition, or `null` for the whole system.
+    pub partition: Option<String>,
+    pub cap_name: Option<String>,
+    pub cap_w: Option<f64>,
+    pub headroom_before_w: Option<f64>,
+    /// The power the job would reserve, W: its node set's APC, else the
+    /// worst-node bound, else the expected APC; without history, nodes × the
+    /// largest vendor peak (else 1000 W per node).
+    pub predicted_apc_w: f64,
+    /// `node_set`, `worst_nodes`, `expected` or `no_history`.
+    pub basis: String,
+    pub idle_released_w: f64,
+    pub headroom_after_w: Option<f64>,
+    /// The partition's check (when a partition is given), then the system's.
+    pub scopes: Vec<ScopeCheck>,
+}
+
+/// The energy answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct EnergyCheck {
+    pub fits: bool,
+    pub account: Option<String>,
+    /// Whether the account has a budget; without one nothing limits it.
+    pub budget: bool,
+    /// What the budget has left: limit − consumed − committed, J.
+    pub remaining_j: Option<f64>,
+    /// The job's energy, J: predicted EtS; without history, its reserved
+    /// power × `time_limit_s`; `null` when neither is known.
+    pub predicted_ets_j: Option<f64>,
+    /// `predicted`, `time_limit` or `unknown`.
+    pub basis: String,
+    /// remaining − predicted, J.
+    pub remaining_after_j: Option<f64>,
+    /// The end of the budget's current period.
+    pub period_end: Option<DateTime<Utc>>,
+}
+
+/// Whether the job may start, and why.
+///
+/// An application without history is answered conservatively: it reserves
+/// nodes × the largest vendor peak of the scope's nodes (1000 W per node
+/// when no peak is registered), and its energy is that power × its time
+/// limit; without a time limit its energy is unknown, which an account
+/// with a budget does not admit.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Admission {
+    /// `power.fits && energy.fits`.
+    pub admit: bool,
+    pub app: String,
+    pub nodes: u32,
+    /// The time whose cap was checked.
+    pub at: DateTime<Utc>,
+    /// One sentence per check, saying what was compared.
+    pub reasons: Vec<String>,
+    pub prediction: AdmissionPrediction,
+    pub power: PowerCheck,
+    pub energy: EnergyCheck,
+}
+
+/// A job about to be admitted.
+pub struct Candidate<'a> {
+    pub app: &'a str,
+    pub nodes: u32,
+    pub scope: &'a NodeScope,
+    pub account: Option<&'a str>,
+    pub at: DateTime<Utc>,
+    pub time_limit_s: Option<f64>,
+}
+
+/// Decide on `job` against `load` (the running jobs and nodes) and the caps
+/// and budget read through `conn` (inside the admission lock, with a fresh
+/// load, for a job start).
+pub async fn decide(
+    conn: &mut PgConnection,
+    load: &Load,
+    job: &Candidate<'_>,
+    estimate: &Estimate,
+    now: DateTime<Utc>,
+) -> Result<Admission> {
+    let partition = job.scope.partition.as_deref();
+    let (own_cap, system_cap) = store::caps::in_force(&mut *conn, partition, job.at).await?;
+    let mut scopes = Vec::with_capacity(2);
+    if partition.is_some() {
+        scopes.push(scope_check(
+            load,
+            partition,
+            own_cap,
+            job,
+            estimate.reserved_w,
+        ));
+    }
+    scopes.push(scope_check(
+        load,
+        None,
+        system_cap,
+        job,
+        estimate.reserved_w,
+    ));
+    let energy = energy_check(conn, load, job, estimate, now).await?;
+
+    let binding = scopes
+        .iter()
+        .filter(|s| s.headroom_after_w.is_some())
+        .min_by(|a, b| {
+            let after = |s: &ScopeCheck| s.headroom_after_w.unwrap_or(f64::INFINITY);
+            after(a).total_cmp(&after(b))
+        })
+        .unwrap_or(&scopes[0])
+        .clone();
+    let mut reasons = Vec::new();
+    if estimate.apc_w.is_none() {
+        reasons.push(format!(
+            "{} has no history: it reserves {:.0} W for {} nodes, the conservative default",
+            job.app, estimate.reserved_w, job.nodes
+        ));
+    }
+    for s in &scopes {
+        reasons.push(power_reason(s, estimate));
+    }
+    reasons.push(energy_reason(&energy));
+    let power = PowerCheck {
+        fits: scopes.iter().all(|s| s.fits),
+        partition: binding.partition,
+        cap_name: binding.cap_name,
+        cap_w: binding.cap_w,
+        headroom_before_w: binding.headroom_before_w,
+        predicted_apc_w: estimate.reserved_w,
+        basis: estimate.basis.to_owned(),
+        idle_released_w: binding.idle_released_w,
+        headroom_after_w: binding.headroom_after_w,
+        scopes,
+    };
+    Ok(Admission {
+        admit: power.fits && energy.fits,
+        app: job.app.to_owned(),
+        nodes: job.nodes,
+        at: job.at,
+        reasons,
+        prediction: AdmissionPrediction {
+            history: estimate.apc_w.is_some(),
+            apc_w: estimate.apc_w,
+            ets_j: estimate.ets_j,
+            tts_s: estimate.tts_s,
+        },
+        power,
+        energy,
+    })
+}
+
+fn scope_check(
+    load: &Load,
+    partition: Option<&str>,
+    cap: Option<CapRow>,
+    job: &Candidate<'_>,
+    reserved_w: f64,
+) -> ScopeCheck {
+    let (cap_name, cap_w) = (cap.as_ref().map(|c| c.name.clone()), cap.map(|c| c.limit_w));
+    let list = job.scope.list.as_deref().unwrap_or_default();
+    let draw = load.draw(partition, list);
+    let before = IdleDraw::of(draw.free, draw.anonymous_nodes);
+    let after = if job.scope.list.is_some() {
+        IdleDraw::of(draw.free.without(draw.taken), draw.anonymous_nodes)
+    } else {
+        IdleDraw::of(draw.free, draw.anonymous_nodes + i64::from(job.nodes))
+    };
+    let draw_w = draw.reserved_w + before.power_w;
+    let idle_released_w = before.power_w - after.power_w;
+    let headroom_after_w = cap_w.map(|cap| cap - (draw_w - idle_released_w + reserved_w));
+    ScopeCheck {
+        partition: partition.map(str::to_owned),
+        cap_name,
+        cap_w,
+        draw_w,
+        headroom_before_w: cap_w.map(|cap| cap - draw_w),
+        idle_released_w,
+        fits: headroom_after_w.is_none_or(|h| h >= 0.0),
+        headroom_after_w,
+    }
+}
+
+async fn energy_check(
+    conn: &mut PgConnection,
+    load: &Load,
+    job: &Candidate<'_>,
+    estimate: &Estimate,
+    now: DateTime<Utc>,
+) -> Result<EnergyCheck> {
+    let (predicted_ets_j, basis) = match (estimate.ets_j, job.time_limit_s) {
+        (Some(ets), _) => (Some(ets), "predicted"),
+        (None, Some(limit)) => (Some(estimate.reserved_w * limit), "time_limit"),
+        (None, None) => (None, "unknown"),
+    };
+    let budget = match job.account {
+        Some(account) => store::budgets::get(&mut *conn, account).await?,
+        None => None,
+    };
+    let Some(budget) = budget else {
+        return Ok(EnergyCheck {
+            fits: true,
+            account: job.account.map(str::to_owned),
+            budget: false,
+            remaining_j: None,
+            predicted_ets_j,
+            basis: basis.to_owned(),
+            remaining_after_j: None,
+            period_end: None,
+        });
+    };
+    let standing = standing(conn, load, budget, now).await?;
+    let remaining_after_j = predicted_ets_j.map(|e| standing.remaining_j - e);
+    Ok(EnergyCheck {
+        fits: remaining_after_j.is_some_and(|r| r >= 0.0),
+        account: Some(standing.account),
+        budget: true,
+        remaining_j: Some(standing.remaining_j),
+        predicted_ets_j,
+        basis: basis.to_owned(),
+        remaining_after_j,
+        period_end: Some(standing.period_end),
+    })
+}
+
+fn scope_name(partition: Option<&str>) -> String {
+    partition.map_or_else(
+        || "the whole system".to_owned(),
+        |p| format!("partition {p}"),
+    )
+}
+
+fn power_reason(s: &ScopeCheck, estimate: &Estimate) -> String {
+    let scope = scope_name(s.partition.as_deref());
+    let (Some(cap), Some(name), Some(before), Some(after)) = (
+        s.cap_w,
+        s.cap_name.as_deref(),
+        s.headroom_before_w,
+        s.headroom_after_w,
+    ) else {
+        return format!("power: no cap is in force for {scope}");
+    };
+    let needs = estimate.reserved_w - s.idle_released_w;
+    if s.fits {
+        format!(
+            "power: fits under cap {name} ({cap:.0} W, {scope}): {before:.0} W of headroom, \
+             {after:.0} W after the job adds {needs:.0} W ({:.0} W {}, less {:.0} W its nodes \
+             draw idle)",
+            estimate.reserved_w, estimate.basis, s.idle_released_w
+        )
+    } else {
+        format!(
+            "power: does not fit under cap {name} ({cap:.0} W, {scope}): the job adds \
+             {needs:.0} W but only {before:.0} W of headroom is left ({:.0} W over)",
+            -after
+        )
+    }
+}
+
+fn energy_reason(e: &EnergyCheck) -> String {
+    let account = e.account.as_deref().unwrap_or_default();
+    match (
+        e.account.is_some(),
+        e.budget,
+        e.predicted_ets_j,
+        e.remaining_j,
+    ) {
+        (false, ..) => "energy: no account given, so no budget applies".to_owned(),
+        (true, false, ..) => format!("energy: account {account} has no budget"),
+        (true, true, None, Some(remaining)) => format!(
+            "energy: the application has no history and no time_limit_s was given, so its \
+             energy cannot be bounded against the {remaining:.3e} J left in account \
+             {account}'s budget"
+        ),
+        (true, true, Some(ets), Some(remaining)) if e.fits => format!(
+            "energy: the job's {ets:.3e} J ({}) fit in the {remaining:.3e} J left in account \
+             {account}'s budget",
+            e.basis
+        ),
+        (true, true, Some(ets), Some(remaining)) => format!(
+            "energy: the job's {ets:.3e} J ({}) exceed the {:.3e} J left in account \
+             {account}'s budget",
+            e.basis,
+            remaining.max(0.0)
+        ),
+        (true, true, _, None) => format!("energy: account {account}'s budget is unknown"),
+    }
+}
+
+/// Whether `input`'s job may start now, with the numbers behind the answer.
+/// Advice only: nothing is reserved (`jobs::start` decides again and
+/// reserves under the admission lock).
+pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admission> {
+    let mut problems = Vec::new();
+    if let Some(Err(reason)) = input.start_at.map(validate::time_in_range) {
+        problems.push(FieldError::new("start_at", reason));
+    }
+    let shape = JobShape {
+        app: &input.app,
+        nodes: input.nodes,
+        node_list: input.node_list.as_deref(),
+        partition: input.partition,
+        account: input.account.as_deref(),
+        time_limit_s: input.time_limit_s,
+        workload: input.workload,
+    };
+    let Some((nodes, scope)) = shape.check(service, &mut problems) else {
+        return Err(Error::Invalid(problems));
+    };
+    let app = apps::find_known_app(service, &input.app).await?;
+    let estimate = estimate(service, app.as_deref(), nodes, &scope).await?;
+    let now = Utc::now();
+    let job = Candidate {
+        app: &input.app,
+        nodes,
+        scope: &scope,
+        account: input.account.as_deref(),
+        at: input.start_at.unwrap_or(now),
+        time_limit_s: input.time_limit_s,
+    };
+    let load = power::current_load(service).await?;
+    let mut conn = service.pool.acquire().await?;
+    decide(&mut conn, &load, &job, &estimate, now).await
+}

@@ -1,0 +1,514 @@
+//! Jobs in flight (docs/model.md §5). A scheduler reports a job when
+//! it starts (and gets its prediction), when it finishes (the job becomes a
+//! run, so the predictor adapts), or when it is cancelled.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::admission::{Admission, Candidate, JobShape, decide};
+use super::predictions::{AggregateName, Consistent, NodeScope, node_answers};
+use super::runs::store_one;
+use super::{Error, Result, Service, apps};
+use crate::ingest::{self, NodeListDraft, RunDraft};
+use crate::model::Metric;
+use crate::predict;
+use crate::store::power::Expiry;
+use crate::store::runs::RunRow;
+use crate::store::{self, apps::AppRow, jobs::JobRow, jobs::NewJob};
+use crate::validate::{self, FieldError};
+
+/// Power reserved per node for a job of an application without history,
+/// when the registry knows no vendor peak: deliberately high, so that an
+/// unknown job is not let in under a cap it would break.
+pub const DEFAULT_NODE_POWER_W: f64 = 1000.0;
+/// A job running longer than this many times its predicted TtS is stale.
+pub const STALE_FACTOR: f64 = 2.0;
+
+/// A job reported at its start.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobInput {
+    /// The system the job runs on (as for runs).
+    pub source: String,
+    pub job_id: String,
+    /// Application tag; created if new.
+    pub app: String,
+    /// Node count; required unless `node_list` is given.
+    pub nodes: Option<i64>,
+    /// The allocated nodes (Slurm hostlist syntax).
+    pub node_list: Option<String>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    /// Default now.
+    pub started_at: Option<DateTime<Utc>>,
+    /// Reference workload for the node classification; default the service's.
+    pub workload: Option<String>,
+    /// The job's time limit, s: without history, its energy is bounded by
+    /// its reserved power × this limit (for budgets).
+    #[schema(exclusive_minimum = 0.0)]
+    pub time_limit_s: Option<f64>,
+    /// Store the job even when it does not fit under a cap or its budget
+    /// (it runs already, whatever the answer). Default `false`: such a job
+    /// is refused with 409 and not stored.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// A job in flight.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Job {
+    pub source: String,
+    pub job_id: String,
+    pub app: String,
+    pub nodes: i32,
+    pub node_list: Option<Vec<String>>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub started_at: DateTime<Utc>,
+    /// Predicted at the start; `null` for an application without history.
+    pub predicted_apc_w: Option<f64>,
+    pub predicted_ets_j: Option<f64>,
+    pub predicted_tts_s: Option<f64>,
+    /// The power the job counts for in headroom and admission.
+    pub reserved_w: f64,
+    /// `node_set` (its nodes' APC), `worst_nodes` (the worst-node bound),
+    /// `expected` (the predicted APC) or `no_history` (nodes × the largest
+    /// vendor peak, else 1000 W per node).
+    pub reserved_basis: String,
+    pub time_limit_s: Option<f64>,
+    /// When its reservation ends if its end is never reported: its time
+    /// limit plus a grace period (`--reservation-grace-s`, 600 s), or
+    /// without one `--max-reservation-s` (48 h) after its start.
+    pub reservation_ends_at: DateTime<Utc>,
+    /// Past `reservation_ends_at`: listed, but counted nowhere (headroom,
+    /// admission, budgets).
+    pub expired: bool,
+    /// Running more than twice its predicted TtS.
+    pub stale: bool,
+    /// The admission decision made when the job was stored (answers to a
+    /// job start only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
+}
+
+impl Job {
+    pub fn from_row(j: JobRow, now: DateTime<Utc>, expiry: Expiry) -> Self {
+        let elapsed = (now - j.started_at).as_seconds_f64();
+        let reservation_ends_at = expiry.ends_at(j.started_at, j.time_limit_s);
+        Job {
+            reservation_ends_at,
+            expired: reservation_ends_at <= now,
+            stale: j
+                .predicted_tts_s
+                .is_some_and(|tts| elapsed > STALE_FACTOR * tts),
+            source: j.source,
+            job_id: j.job_id,
+            app: j.app,
+            nodes: j.nodes,
+            node_list: j.node_list,
+            partition: j.partition,
+            account: j.account,
+            started_at: j.started_at,
+            predicted_apc_w: j.predicted_apc_w,
+            predicted_ets_j: j.predicted_ets_j,
+            predicted_tts_s: j.predicted_tts_s,
+            reserved_w: j.reserved_w,
+            reserved_basis: j.reserved_basis,
+            time_limit_s: j.time_limit_s,
+            admission: None,
+        }
+    }
+}
+
+/// What a job of `app` on `nodes` is predicted to need, and the power it
+/// reserves.
+pub struct Estimate {
+    pub apc_w: Option<f64>,
+    pub ets_j: Option<f64>,
+    pub tts_s: Option<f64>,
+    pub reserved_w: f64,
+    pub basis: &'static str,
+}
+
+pub async fn estimate(
+    service: &Service,
+    app: Option<&AppRow>,
+    nodes: u32,
+    scope: &NodeScope,
+) -> Result<Estimate> {
+    let Some(app) = app.filter(|a| a.run_count > 0) else {
+        let per_node = store::nodes::max_peak(&service.pool, scope.partition.as_deref())
+            .await?
+            .unwrap_or(DEFAULT_NODE_POWER_W);
+        return Ok(Estimate {
+            apc_w: None,
+            ets_j: None,
+            tts_s: None,
+            reserved_w: per_node * f64::from(nodes),
+            basis: "no_history",
+        });
+    };
+    let allowed = predict::allowed_rmse(app, None);
+    let consistent = Consistent::at(service, app, allowed, nodes, AggregateName::Mean).await?;
+    let value = |metric: Metric| Some(consistent.prediction(metric).value);
+    let (apc, ets, tts) = (value(Metric::Apc), value(Metric::Ets), value(Metric::Tts));
+    let (bounds, set) = node_answers(
+        service,
+        app,
+        nodes,
+        scope,
+        allowed,
+        AggregateName::Mean,
+        consistent.prediction(Metric::Tts).value,
+    )
+    .await?;
+    let (reserved_w, basis) = match (set, bounds, apc) {
+        (Some(set), _, _) => (set.apc_w, "node_set"),
+        (None, Some(bounds), _) => (bounds.worst_w, "worst_nodes"),
+        (None, None, Some(apc)) => (apc, "expected"),
+        (None, None, None) => (DEFAULT_NODE_POWER_W * f64::from(nodes), "no_history"),
+    };
+    Ok(Estimate {
+        apc_w: apc,
+        ets_j: ets,
+        tts_s: tts,
+        reserved_w,
+        basis,
+    })
+}
+
+/// What a job start came to.
+pub enum Start {
+    /// Stored as running: now (`created`), or before, by an earlier report.
+    Running { job: Box<Job>, created: bool },
+    /// Not stored: the job does not fit under a cap or its budget, and was
+    /// not forced.
+    Refused(Box<Admission>),
+}
+
+/// Report a job's start: it is stored as running, with its prediction and
+/// the power it reserves.
+///
+/// The admission decision (`POST /v1/admission`) is made again under a lock
+/// and the job stored in the same transaction, so concurrent starts cannot
+/// together pass a cap or budget only one of them fits in. A job that does
+/// not fit is refused (nothing stored) unless `force` is set.
+///
+/// Idempotent: reporting a running `(source, job_id)` again gives
+/// the job as stored.
+///
+/// Race-free with the end: a job stored as a run is never stored as running,
+/// and a start that arrives after the job's end was reported (a prolog that
+/// gave up waiting, overtaken by the epilog) is refused when its `started_at`
+/// is at or before that end. Send `started_at`: without it the start is
+/// taken as now, after any end.
+pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
+    let mut problems = Vec::new();
+    for (field, value, max) in [
+        ("source", &input.source, validate::SOURCE_MAX),
+        ("job_id", &input.job_id, validate::JOB_ID_MAX),
+    ] {
+        if let Err(reason) = validate::identifier(value, max) {
+            problems.push(FieldError::new(field, reason));
+        }
+    }
+    if let Some(Err(reason)) = input.started_at.map(validate::time_in_range) {
+        problems.push(FieldError::new("started_at", reason));
+    }
+    let shape = JobShape {
+        app: &input.app,
+        nodes: input.nodes,
+        node_list: input.node_list.as_deref(),
+        partition: input.partition.clone(),
+        account: input.account.as_deref(),
+        time_limit_s: input.time_limit_s,
+        workload: input.workload,
+    };
+    let Some((nodes, scope)) = shape.check(service, &mut problems) else {
+        return Err(Error::Invalid(problems));
+    };
+    // Checked again under the lock; here, to spare a prediction.
+    if store::runs::id_by_key(&service.pool, &input.source, &input.job_id)
+        .await?
+        .is_some()
+    {
+        return Err(already_finished(&input.source, &input.job_id));
+    }
+    // Predicting may fit a model: done before the lock is taken. An unknown
+    // application is only created below, once the job is admitted.
+    let known = apps::find_known_app(service, &input.app).await?;
+    let estimate = estimate(service, known.as_deref(), nodes, &scope).await?;
+    let now = Utc::now();
+    let started_at = input.started_at.unwrap_or(now);
+
+    // The decision and the reservation, atomically: every job start takes
+    // the admission lock, so each sees the jobs stored before it.
+    let mut tx = service.pool.begin().await?;
+    let lock = store::power::lock_admission(&mut *tx).await?;
+    if let Some(row) = store::jobs::get(&mut *tx, &input.source, &input.job_id).await? {
+        return Ok(Start::Running {
+            job: Box::new(Job::from_row(row, now, service.settings.expiry)),
+            created: false,
+        });
+    }
+    // Under the lock, a run stored meanwhile, or an end reported before this
+    // start arrived, is seen: the job would otherwise never be released.
+    if store::runs::id_by_key(&mut *tx, &input.source, &input.job_id)
+        .await?
+        .is_some()
+    {
+        return Err(already_finished(&input.source, &input.job_id));
+    }
+    if let Some(ended_at) = store::jobs::ended_at(&mut *tx, &input.source, &input.job_id).await?
+        && started_at <= ended_at
+    {
+        return Err(Error::Conflict {
+            detail: format!(
+                "job {} of {} was reported ended at {ended_at} while not running, \
+                 after this start ({started_at}); it was not stored",
+                input.job_id, input.source
+            ),
+            errors: vec![FieldError::new(
+                "job_id",
+                "names a job whose end was reported before its start arrived",
+            )],
+        });
+    }
+    let candidate = Candidate {
+        app: &input.app,
+        nodes,
+        scope: &scope,
+        account: input.account.as_deref(),
+        at: now,
+        time_limit_s: input.time_limit_s,
+    };
+    let load = store::power::load(&mut tx, service.settings.expiry).await?;
+    let admission = decide(&mut tx, &load, &candidate, &estimate, now).await?;
+    if !admission.admit && !input.force {
+        drop(tx);
+        return Ok(Start::Refused(Box::new(admission)));
+    }
+    // Under the lock: an application left without runs or jobs is removed
+    // under it too (store::apps::remove_if_unused), so this one stays.
+    // Looked up before it is created: inserting a tag, even one that exists,
+    // waits for a batch that is updating its row, and that batch may be
+    // waiting for this lock.
+    let app = match store::apps::get(&mut *tx, &input.app).await? {
+        Some(app) => app,
+        None => store::apps::ensure(&mut tx, &input.app).await?,
+    };
+    let job = NewJob {
+        source: input.source,
+        job_id: input.job_id,
+        app_id: app.id,
+        nodes: i32::try_from(nodes).unwrap_or(i32::MAX),
+        node_list: scope.list,
+        partition: input.partition,
+        account: input.account,
+        started_at,
+        predicted_apc_w: estimate.apc_w,
+        predicted_ets_j: estimate.ets_j,
+        predicted_tts_s: estimate.tts_s,
+        reserved_w: estimate.reserved_w,
+        reserved_basis: estimate.basis.to_owned(),
+        time_limit_s: input.time_limit_s,
+    };
+    let (row, created) = store::jobs::insert(&mut tx, &lock, &job).await?;
+    tx.commit().await?;
+    service.caches.forget_load();
+    let mut job = Job::from_row(row, Utc::now(), service.settings.expiry);
+    job.admission = Some(admission);
+    Ok(Start::Running {
+        job: Box::new(job),
+        created,
+    })
+}
+
+fn already_finished(source: &str, job_id: &str) -> Error {
+    Error::Conflict {
+        detail: format!("job {job_id} of {source} has already finished and is stored as a run"),
+        errors: vec![FieldError::new("job_id", "names a finished run")],
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Jobs {
+    /// Running jobs, oldest first.
+    pub items: Vec<Job>,
+    /// Σ of the reserved power of those not expired, W.
+    pub reserved_w: f64,
+    pub stale: usize,
+    /// Jobs whose reservation has expired (still listed until their end is
+    /// reported or they are cancelled).
+    pub expired: usize,
+}
+
+/// The running jobs, of one partition or account when given.
+pub async fn list(
+    service: &Service,
+    partition: Option<&str>,
+    account: Option<&str>,
+) -> Result<Jobs> {
+    for (field, value, max) in [
+        ("partition", &partition, validate::TAG_MAX),
+        ("account", &account, validate::ACCOUNT_MAX),
+    ] {
+        if let Some(Err(reason)) = value.map(|v| validate::identifier(v, max)) {
+            return Err(Error::bad_request(field, reason));
+        }
+    }
+    let now = Utc::now();
+    let items: Vec<Job> = store::jobs::list(&service.pool, partition, account)
+        .await?
+        .into_iter()
+        .map(|j| Job::from_row(j, now, service.settings.expiry))
+        .collect();
+    let live = || items.iter().filter(|j| !j.expired);
+    Ok(Jobs {
+        reserved_w: live().map(|j| j.reserved_w).sum(),
+        stale: live().filter(|j| j.stale).count(),
+        expired: items.iter().filter(|j| j.expired).count(),
+        items,
+    })
+}
+
+/// What was measured when a job ended: any two of energy, power and
+/// duration, or one of energy and power (the duration is then the time from
+/// the job's start to `ended_at`). Without `ended_at`, the end is the start
+/// plus a given duration, else now.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FinishInput {
+    #[schema(exclusive_minimum = 0.0)]
+    pub energy_j: Option<f64>,
+    #[schema(exclusive_minimum = 0.0)]
+    pub avg_power_w: Option<f64>,
+    #[schema(exclusive_minimum = 0.0)]
+    pub duration_s: Option<f64>,
+    /// Default now.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Measurement weight in (0, 1], default 1.
+    pub quality: Option<f64>,
+}
+
+/// What a job's end came to.
+pub enum Finish {
+    /// The job became this run now.
+    Finished(RunRow),
+    /// It had become this run before; nothing changed.
+    AlreadyFinished(RunRow),
+}
+
+/// Report a job's end: it becomes a run in the history (so the predictor
+/// adapts) and stops counting in headroom. Idempotent.
+pub async fn finish(
+    service: &Service,
+    source: &str,
+    job_id: &str,
+    input: FinishInput,
+) -> Result<Finish> {
+    let job = loop {
+        if let Some(job) = store::jobs::get(&service.pool, source, job_id).await? {
+            break Some(job);
+        }
+        // Finished before, or its start has not arrived (yet).
+        if store::runs::id_by_key(&service.pool, source, job_id)
+            .await?
+            .is_some()
+        {
+            break None;
+        }
+        if remember_end_unless_running(service, source, job_id).await? {
+            return Err(Error::NotFound(format!("no job {job_id} of {source}")));
+        }
+    };
+    let Some(job) = job else {
+        let id = store::runs::id_by_key(&service.pool, source, job_id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("no job {job_id} of {source}")))?;
+        let row = store::runs::get(&service.pool, id)
+            .await?
+            .ok_or_else(|| Error::NotFound(format!("no job {job_id} of {source}")))?;
+        return Ok(Finish::AlreadyFinished(row));
+    };
+    // Without an end time, a measured duration dates the end; else now.
+    let ended_at = input.ended_at.unwrap_or_else(|| {
+        input
+            .duration_s
+            .filter(|d| d.is_finite() && *d > 0.0 && *d < ingest::MAX_DURATION_S)
+            .and_then(|d| chrono::Duration::try_milliseconds((d * 1000.0) as i64))
+            .map_or_else(Utc::now, |d| job.started_at + d)
+    });
+    let measured = [input.energy_j, input.avg_power_w, input.duration_s]
+        .iter()
+        .filter(|v| v.is_some())
+        .count();
+    // One measurement: the duration is the time the job ran.
+    let duration_s = input
+        .duration_s
+        .or_else(|| (measured < 2).then(|| (ended_at - job.started_at).as_seconds_f64()));
+    let draft = RunDraft {
+        app: job.app.clone(),
+        source: job.source.clone(),
+        job_id: job.job_id.clone(),
+        nodes: i64::from(job.nodes),
+        node_list: job.node_list.clone().map(NodeListDraft::Names),
+        energy_j: input.energy_j,
+        avg_power_w: input.avg_power_w,
+        duration_s,
+        started_at: Some(job.started_at),
+        ended_at: Some(ended_at),
+        quality: input.quality,
+        account: job.account.clone(),
+    };
+    let run = ingest::validate(draft, Utc::now()).map_err(Error::Invalid)?;
+    // The run and the job's removal commit together (store::runs::insert_batch),
+    // also when the run was stored before with other values (409).
+    let stored = store_one(service, run, "this job").await;
+    service.caches.forget_load();
+    let (_, id) = stored?;
+    let row = store::runs::get(&service.pool, id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("run {id} vanished after it was stored"))?;
+    Ok(Finish::Finished(row))
+}
+
+/// Forget a cancelled or failed job: it leaves no history. `NotFound` when
+/// it is not running; its end is then remembered, so that a start of it
+/// reported later is refused.
+pub async fn cancel(service: &Service, source: &str, job_id: &str) -> Result<()> {
+    let mut tx = service.pool.begin().await?;
+    let lock = store::power::lock_admission(&mut *tx).await?;
+    if let Some(removed) = store::jobs::delete(&mut tx, &lock, source, job_id).await? {
+        tx.commit().await?;
+        service.caches.forget_load();
+        for tag in &removed {
+            service.caches.forget_app(tag);
+        }
+        return Ok(());
+    }
+    store::jobs::remember_end(&mut tx, &lock, source, job_id, Utc::now()).await?;
+    tx.commit().await?;
+    Err(Error::NotFound(format!(
+        "no running job {job_id} of {source}"
+    )))
+}
+
+/// Remember the end of `(source, job_id)` reported while it is not running,
+/// so that its start, if it arrives later, is refused rather than reserving
+/// power. False (and nothing remembered) if it is running by now.
+async fn remember_end_unless_running(
+    service: &Service,
+    source: &str,
+    job_id: &str,
+) -> sqlx::Result<bool> {
+    let mut tx = service.pool.begin().await?;
+    let lock = store::power::lock_admission(&mut *tx).await?;
+    if store::jobs::get(&mut *tx, source, job_id).await?.is_some() {
+        return Ok(false);
+    }
+    store::jobs::remember_end(&mut tx, &lock, source, job_id, Utc::now()).await?;
+    tx.commit().await?;
+    Ok(true)
+}

@@ -1,0 +1,61 @@
+//! Storing runs: the history every prediction is made from.
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{Error, Result, Service};
+use crate::ingest::{self, Outcome};
+use crate::store::runs::NewRun;
+use crate::validate::FieldError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Stored now.
+    Created,
+    /// Already stored with the same values; nothing changed.
+    Duplicate,
+}
+
+/// Store one run: whether it is new and its id, or the answer its refusal
+/// gets. `subject` says what a conflicting run was stored for.
+pub async fn store_one(service: &Service, run: NewRun, subject: &str) -> Result<(RunStatus, i64)> {
+    let ingested = store_runs(service, vec![Ok(run)], false).await?;
+    match ingested.outcomes.into_iter().next() {
+        Some(Outcome::Created(id)) => Ok((RunStatus::Created, id)),
+        Some(Outcome::Duplicate(id)) => Ok((RunStatus::Duplicate, id)),
+        Some(Outcome::Conflict {
+            run_id,
+            differences,
+        }) => Err(Error::Conflict {
+            detail: format!(
+                "run {} is already stored with other values for {subject}",
+                run_id.unwrap_or_default()
+            ),
+            errors: differences,
+        }),
+        Some(Outcome::Invalid(errors)) => Err(Error::Invalid(errors)),
+        Some(Outcome::Withheld) | None => {
+            Err(anyhow::anyhow!("a single run was neither stored nor rejected").into())
+        }
+    }
+}
+
+/// Store runs, then drop this replica's cached rows of their applications at
+/// once (other replicas hear of it through the transaction's notification).
+pub async fn store_runs(
+    service: &Service,
+    items: Vec<std::result::Result<NewRun, Vec<FieldError>>>,
+    atomic: bool,
+) -> std::result::Result<ingest::Ingested, sqlx::Error> {
+    let mut tags: Vec<String> = items.iter().flatten().map(|r| r.app.clone()).collect();
+    tags.sort_unstable();
+    tags.dedup();
+    let ingested = ingest::ingest(&service.pool, items, atomic).await?;
+    for tag in tags.iter().chain(&ingested.removed_apps) {
+        service.caches.forget_app(tag);
+    }
+    // Jobs whose runs these are stopped running in the same transaction.
+    service.caches.forget_load();
+    Ok(ingested)
+}
