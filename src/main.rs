@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use joulecast::config::Cli;
+use joulecast::cli::Cli;
 
 /// mimalloc rather than the system allocator: a prediction answer makes a
 /// dozen short-lived allocations, and with glibc's malloc they cost about a

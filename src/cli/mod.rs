@@ -11,12 +11,16 @@ use std::time::Duration;
 use anyhow::Context;
 use sqlx::PgPool;
 
-use crate::config::{
-    Cli, Command, GlobalArgs, ImportCommand, ModelArgs, SacctArgs, ServeArgs, TokenCommand,
-};
+mod args;
+
+use crate::config::GlobalArgs;
 use crate::db::{self, Sharing};
 use crate::tokens::{self, Scope};
 use crate::{http, server, store, telemetry};
+pub use args::{
+    AccuracyArgs, Cli, Command, ImportCommand, ModelArgs, SacctArgs, ServeArgs, TokenCommand,
+    TokenCreateArgs,
+};
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
