@@ -77,7 +77,7 @@ pub struct ModelArgs {
     /// Whether negative exponents are hypotheses (default auto: when the data
     /// fall with p).
     #[arg(long, value_enum)]
-    pub negative: Option<crate::http::models::NegativeName>,
+    pub negative: Option<crate::service::scaling::NegativeName>,
     /// Terms besides the constant: 1 or 2 (default 2).
     #[arg(long)]
     pub max_terms: Option<i64>,

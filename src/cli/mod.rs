@@ -16,7 +16,7 @@ mod args;
 use crate::config::GlobalArgs;
 use crate::db::{self, Sharing};
 use crate::tokens::{self, Scope};
-use crate::{http, server, store, telemetry};
+use crate::{http, server, service, store, telemetry};
 pub use args::{
     AccuracyArgs, Cli, Command, ImportCommand, ModelArgs, SacctArgs, ServeArgs, TokenCommand,
     TokenCreateArgs,
@@ -65,7 +65,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let created = async {
                 db::migrate(&db.pool).await?;
                 Ok::<_, anyhow::Error>(
-                    http::tokens::create(&db.pool, &args.name, &args.scopes, None).await?,
+                    service::tokens::create(&db.pool, &args.name, &args.scopes, None).await?,
                 )
             }
             .await;
@@ -247,7 +247,7 @@ async fn bootstrap_admin_token(pool: &PgPool, file: &Path) -> anyhow::Result<()>
 /// `joulecast model FILE`: the scaling model of each series of an Extra-P
 /// file. Bad input is reported with its line or option, exit code 2.
 fn model(args: &ModelArgs) -> anyhow::Result<ExitCode> {
-    use crate::http::models::{self, AskInput, ScalingModel};
+    use crate::service::scaling::{self as models, AskInput, ScalingModel};
 
     let name = args.file.display().to_string();
     let text = if name == "-" {

@@ -11,8 +11,9 @@ use super::auth::{self, Authorized};
 use super::error::responses::{NeedsAdmin, NotJson, TooLarge, Unauthorized, Unavailable};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path};
-use crate::store::{self, tokens::TokenRow};
-use crate::tokens::{self, Scope};
+pub use crate::service::tokens::{CreatedToken, TokenInfo, create};
+use crate::store;
+use crate::tokens::Scope;
 use crate::validate::{self, Errors};
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -26,41 +27,6 @@ pub struct TokenInput {
     pub scopes: Vec<Scope>,
     /// When the token stops working (RFC 3339); never if absent.
     pub expires_at: Option<DateTime<Utc>>,
-}
-
-/// A token's record; the secret itself is never shown again after creation.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct TokenInfo {
-    pub id: i64,
-    pub name: String,
-    pub scopes: Vec<Scope>,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: Option<DateTime<Utc>>,
-    /// Updated at most once a minute.
-    pub last_used_at: Option<DateTime<Utc>>,
-    pub revoked_at: Option<DateTime<Utc>>,
-}
-
-impl From<TokenRow> for TokenInfo {
-    fn from(t: TokenRow) -> Self {
-        TokenInfo {
-            id: t.id,
-            name: t.name,
-            scopes: t.scopes.iter().filter_map(|s| s.parse().ok()).collect(),
-            created_at: t.created_at,
-            expires_at: t.expires_at,
-            last_used_at: t.last_used_at,
-            revoked_at: t.revoked_at,
-        }
-    }
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct CreatedToken {
-    /// The secret: send it as `Authorization: Bearer <token>`. Shown only once.
-    pub token: String,
-    #[serde(flatten)]
-    pub info: TokenInfo,
 }
 
 /// Create a token.
@@ -100,25 +66,6 @@ pub async fn create_token(
     errors.into_result(()).map_err(ApiError::Invalid)?;
     let created = create(&state.pool, &input.name, &input.scopes, input.expires_at).await?;
     Ok((StatusCode::CREATED, axum::Json(created)))
-}
-
-/// Generate and store a token (shared by the API, the CLI and the first start).
-pub async fn create(
-    pool: &sqlx::PgPool,
-    name: &str,
-    scopes: &[Scope],
-    expires_at: Option<DateTime<Utc>>,
-) -> Result<CreatedToken, sqlx::Error> {
-    let mut scopes = scopes.to_vec();
-    scopes.sort();
-    scopes.dedup();
-    let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
-    let new = tokens::generate();
-    let row = store::tokens::insert(pool, name, &new.hash, &names, expires_at).await?;
-    Ok(CreatedToken {
-        token: new.secret,
-        info: row.into(),
-    })
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

@@ -19,6 +19,8 @@ pub mod nodes;
 pub mod power;
 pub mod predictions;
 pub mod runs;
+pub mod scaling;
+pub mod tokens;
 
 pub use error::{Error, Result};
 

@@ -244,7 +244,7 @@ impl TestApp {
         let token = |scope: Scope| {
             let pool = pool.clone();
             async move {
-                http::tokens::create(&pool, scope.as_str(), &[scope], None)
+                joulecast::service::tokens::create(&pool, scope.as_str(), &[scope], None)
                     .await
                     .unwrap()
                     .token

@@ -27,11 +27,15 @@ fn main() {
             .await
             .unwrap();
         joulecast::db::migrate(&pool).await.unwrap();
-        let token =
-            joulecast::http::tokens::create(&pool, "b", &[joulecast::tokens::Scope::Admin], None)
-                .await
-                .unwrap()
-                .token;
+        let token = joulecast::service::tokens::create(
+            &pool,
+            "b",
+            &[joulecast::tokens::Scope::Admin],
+            None,
+        )
+        .await
+        .unwrap()
+        .token;
         let router = joulecast::http::router(pool, Default::default());
         let call = |method: &str, path: String, body: Option<String>| {
             let router = router.clone();
