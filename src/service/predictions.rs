@@ -8,10 +8,10 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{Error, Result, Service, nodes, power};
+use super::{Error, Result, Service, apps, nodes, power};
 use crate::hostlist;
 use crate::model::{self, Aggregate, Flag, Metric, Prediction, Source, consistency};
-use crate::predict::{Fitted, PredictError};
+use crate::predict::{self, Fitted, PredictError};
 use crate::store::apps::AppRow;
 use crate::validate::{self, FieldError};
 
@@ -197,7 +197,7 @@ impl Consistent {
     }
 
     /// The models and predictions of `metrics`, in their order.
-    pub fn of(&self, metrics: &[Metric]) -> (Vec<Arc<Fitted>>, Vec<Prediction>) {
+    fn of(&self, metrics: &[Metric]) -> (Vec<Arc<Fitted>>, Vec<Prediction>) {
         metrics
             .iter()
             .filter_map(|m| Metric::ALL.iter().position(|x| x == m))
@@ -206,7 +206,73 @@ impl Consistent {
     }
 }
 
-pub fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
+/// One prediction query, checked: an application on `nodes` nodes.
+pub struct Query {
+    pub nodes: u32,
+    pub scope: NodeScope,
+    /// One metric; all three when `None`.
+    pub metric: Option<MetricName>,
+    pub aggregate: AggregateName,
+    /// The allowed %RMSE the query asks for; else the application's.
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+/// What one query is answered with: its metrics' models and predictions,
+/// consistent and flagged, and the answers of its node scope.
+pub struct Predicted {
+    pub nodes: u32,
+    pub aggregate: AggregateName,
+    pub models: Vec<Arc<Fitted>>,
+    pub predictions: Vec<Prediction>,
+    pub apc_bounds: Option<ApcBounds>,
+    pub node_set: Option<NodeSet>,
+}
+
+/// Predict `app` for `query`: the one path of single and batch queries.
+/// APC bounds come with APC, or with a node list (whose set is answered too).
+pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Predicted> {
+    let allowed = predict::allowed_rmse(app, query.allowed_rmse_pct);
+    let (nodes, aggregate) = (query.nodes, query.aggregate);
+    let metrics = metrics_of(query.metric);
+    let consistent = Consistent::at(service, app, allowed, nodes, aggregate).await?;
+    let (models, mut predictions) = consistent.of(&metrics);
+    let tts_s = consistent.prediction(Metric::Tts).value;
+    let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || query.scope.list.is_some() {
+        node_answers(service, app, nodes, &query.scope, allowed, aggregate, tts_s).await?
+    } else {
+        (None, None)
+    };
+    physics_flags(service, app, &models, nodes, &mut predictions).await?;
+    outage_flags(service, &mut predictions);
+    Ok(Predicted {
+        nodes,
+        aggregate,
+        models,
+        predictions,
+        apc_bounds,
+        node_set,
+    })
+}
+
+/// The application named `tag` and its model of `metric`, fitted with the
+/// allowed %RMSE asked for (else the application's).
+pub async fn model(
+    service: &Service,
+    tag: &str,
+    metric: Metric,
+    allowed_rmse_pct: Option<f64>,
+) -> Result<(Arc<AppRow>, Arc<Fitted>)> {
+    let app = apps::find_app(service, tag).await?;
+    let allowed = predict::allowed_rmse(&app, allowed_rmse_pct);
+    let fitted = service
+        .models
+        .model(&service.pool, &app, metric, allowed)
+        .await
+        .map_err(|e| predict_error(&app.tag, e))?;
+    Ok((app, fitted))
+}
+
+fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
     metric.map_or_else(|| Metric::ALL.to_vec(), |m| vec![m.into()])
 }
 
@@ -214,7 +280,7 @@ pub fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
 /// (docs/model.md §4) by more than its own misfit explains. Inside the measured
 /// range the data speak for themselves; beyond it, the laws of the declared
 /// scaling mode are the best check there is.
-pub async fn physics_flags(
+async fn physics_flags(
     service: &Service,
     app: &AppRow,
     models: &[Arc<Fitted>],
@@ -253,7 +319,7 @@ pub async fn physics_flags(
 }
 
 /// Flag answers made from memory while the database is unreachable.
-pub fn outage_flags(service: &Service, predicted: &mut [Prediction]) {
+fn outage_flags(service: &Service, predicted: &mut [Prediction]) {
     if service.caches.degraded() {
         for p in predicted {
             p.flags.push(Flag::DatabaseUnavailable);
@@ -266,6 +332,9 @@ pub struct NodeScope {
     pub workload: String,
     pub partition: Option<String>,
     pub list: Option<Vec<String>>,
+    /// What the query's field names start with (`queries[3].` in a batch),
+    /// for the problems found later, such as unknown nodes.
+    pub prefix: String,
 }
 
 impl NodeScope {
@@ -300,6 +369,7 @@ impl NodeScope {
             workload,
             partition,
             list,
+            prefix: prefix.to_owned(),
         })
     }
 }
@@ -372,7 +442,7 @@ pub async fn node_answers(
                 String::new()
             };
             return Err(Error::invalid(
-                "node_list",
+                &format!("{}node_list", scope.prefix),
                 format!("names nodes not in the registry: {shown}{more}"),
             ));
         }

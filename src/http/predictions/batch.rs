@@ -16,8 +16,9 @@ use crate::http::error::responses::{
 };
 use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::Json;
-use crate::model::{self, Metric};
+use crate::model;
 use crate::predict;
+use crate::service::predictions::{self, Predicted, Query};
 use crate::store::apps::AppRow;
 use crate::validate;
 
@@ -184,32 +185,22 @@ pub(super) async fn answer(
         Ok(app) => app.clone(),
         Err(problem) => return Err(problem.clone()),
     };
-    let allowed = predict::allowed_rmse(&app, allowed);
-    let aggregate = query.aggregate.unwrap_or_default();
-    let metrics = metrics_of(query.metric);
-    let consistent = Consistent::at(state, &app, allowed, nodes, aggregate)
-        .await
-        .map_err(ApiError::into_problem)?;
-    let (models, mut predicted) = consistent.of(&metrics);
-    let tts_s = consistent.prediction(Metric::Tts).value;
-    let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
-        node_answers(state, &app, nodes, &scope, allowed, aggregate, tts_s)
-            .await
-            .map_err(|e| match e {
-                // Name the query's field, not the parameter's.
-                ApiError::Invalid(errors) => {
-                    ApiError::Invalid(errors.into_iter().map(|e| e.nested(&prefix)).collect())
-                        .into_problem()
-                }
-                other => other.into_problem(),
-            })?
-    } else {
-        (None, None)
+    let query = Query {
+        nodes,
+        scope,
+        metric: query.metric,
+        aggregate: query.aggregate.unwrap_or_default(),
+        allowed_rmse_pct: allowed,
     };
-    physics_flags(state, &app, &models, nodes, &mut predicted)
+    let Predicted {
+        models,
+        predictions: predicted,
+        apc_bounds,
+        node_set,
+        ..
+    } = predictions::predict(state, &app, query)
         .await
         .map_err(ApiError::into_problem)?;
-    outage_flags(state, &mut predicted);
     let predictions = models
         .iter()
         .zip(predicted)

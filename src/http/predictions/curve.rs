@@ -6,7 +6,6 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::*;
 use crate::http::AppState;
-use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
 use crate::http::error::responses::{
     FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
@@ -131,12 +130,9 @@ pub async fn get_curve(
     if !problems.is_empty() {
         return Err(ApiError::BadRequest(problems));
     }
-    let app = find_app(&state, &tag).await?;
     let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
-    let allowed = predict::allowed_rmse(&app, params.allowed_rmse_pct);
-    let fitted = fitted_models(&state, &app, &[metric], allowed)
-        .await?
-        .remove(0);
+    let (app, fitted) =
+        crate::service::predictions::model(&state, &tag, metric, params.allowed_rmse_pct).await?;
     let model = &fitted.model;
     let largest = model.history.points.last().map_or(1, |p| p.nodes);
     let from = from.unwrap_or(1);

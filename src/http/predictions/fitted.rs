@@ -6,7 +6,6 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::*;
 use crate::http::AppState;
-use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
 use crate::http::error::responses::{
     BadParameter, FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
@@ -106,12 +105,9 @@ pub async fn get_model(
 ) -> ApiResult<axum::Json<FittedModel>> {
     check_allowed("allowed_rmse_pct", params.allowed_rmse_pct)
         .map_err(|e| ApiError::BadRequest(vec![e]))?;
-    let app = find_app(&state, &tag).await?;
     let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
-    let allowed = predict::allowed_rmse(&app, params.allowed_rmse_pct);
-    let fitted = fitted_models(&state, &app, &[metric], allowed)
-        .await?
-        .remove(0);
+    let (app, fitted) =
+        crate::service::predictions::model(&state, &tag, metric, params.allowed_rmse_pct).await?;
     let physics = state
         .models
         .physics(&state.pool, &app)

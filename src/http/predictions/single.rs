@@ -14,8 +14,8 @@ use crate::http::error::responses::{
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::extract::{Path, Query};
 use crate::http::{AppState, json_reply};
-use crate::model::Metric;
 use crate::predict;
+use crate::service::predictions;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -87,26 +87,28 @@ pub async fn get_predictions(
         return Err(ApiError::BadRequest(problems));
     };
     let app = find_app(&state, &tag).await?;
-    let allowed = predict::allowed_rmse(&app, allowed);
-    let aggregate = params.aggregate.unwrap_or_default();
-    let metrics = metrics_of(params.metric);
-    let consistent = Consistent::at(&state, &app, allowed, nodes, aggregate).await?;
-    let (models, mut predicted) = consistent.of(&metrics);
-    let tts_s = consistent.prediction(Metric::Tts).value;
-    let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || scope.list.is_some() {
-        node_answers(&state, &app, nodes, &scope, allowed, aggregate, tts_s).await?
-    } else {
-        (None, None)
+    let query = predictions::Query {
+        nodes,
+        scope,
+        metric: params.metric,
+        aggregate: params.aggregate.unwrap_or_default(),
+        allowed_rmse_pct: allowed,
     };
-    physics_flags(&state, &app, &models, nodes, &mut predicted).await?;
-    outage_flags(&state, &mut predicted);
+    let predictions::Predicted {
+        models,
+        predictions,
+        aggregate,
+        apc_bounds,
+        node_set,
+        ..
+    } = predictions::predict(&state, &app, query).await?;
     let answer = Predictions {
         model_version: predict::ModelVersion(&app),
         app: &app.tag,
         nodes,
         predictions: models
             .iter()
-            .zip(&predicted)
+            .zip(&predictions)
             .map(|(m, p)| metric_prediction(m, nodes, p, aggregate))
             .collect(),
         apc_bounds,
