@@ -5,9 +5,12 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::{Result, Service};
+use crate::model::Metric;
 use crate::model::expectation::{self, Outcome};
 use crate::model::pmnf::{Exponent, Shape};
 use crate::model::search::{self, Found, Negative, SearchError, Settings};
+use crate::store;
 use crate::validate::{Errors, FieldError};
 
 /// Most target p values per question.
@@ -165,7 +168,7 @@ impl From<NegativeName> for Negative {
 
 impl AskInput {
     /// Check every option, naming the field of each problem.
-    pub fn check(self) -> Result<Ask, Vec<FieldError>> {
+    pub fn check(self) -> std::result::Result<Ask, Vec<FieldError>> {
         let mut errors = Errors::default();
         if self.targets.len() > MAX_TARGETS {
             errors.add(
@@ -261,7 +264,7 @@ pub fn answer(
     ask: &Ask,
     region: Option<String>,
     metric: Option<String>,
-) -> Result<ScalingModel, SearchError> {
+) -> std::result::Result<ScalingModel, SearchError> {
     let found = search::search(observations, &ask.settings)?;
     Ok(scaling_model(
         &found,
@@ -329,5 +332,80 @@ pub fn scaling_model(
                 outcome: c.outcome.into(),
             }
         }),
+    }
+}
+
+/// The model of one metric over an application's stored runs, searched off
+/// the async runtime: the number of runs and the search's result.
+pub async fn stored_model(
+    service: &Service,
+    app_id: i64,
+    metric: Metric,
+    settings: Settings,
+) -> Result<(usize, std::result::Result<Found, SearchError>)> {
+    let runs = store::runs::quantities(&service.pool, app_id).await?;
+    let observations: Vec<(f64, f64)> = crate::predict::observations(&runs, metric)
+        .iter()
+        .map(|o| (f64::from(o.nodes), o.value))
+        .collect();
+    let count = observations.len();
+    let found = service
+        .offload(move || search::search(&observations, &settings))
+        .await?;
+    Ok((count, found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_are_checked_field_by_field() {
+        let errors = AskInput {
+            targets: vec![64.0, -1.0],
+            expectation: Some("O(q)".into()),
+            deviation_limit: Some("O(1)".into()),
+            exponents: Some(vec!["1".into(), "x".into()]),
+            log_powers: Some(vec![0, 3]),
+            max_terms: Some(3),
+            negative: None,
+        }
+        .check()
+        .unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "targets[1]",
+                "expectation",
+                "deviation_limit",
+                "exponents[1]",
+                "log_powers[1]",
+                "max_terms"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_answer_carries_predictions_and_the_expectation() {
+        let observations: Vec<(f64, f64)> = [4.0, 8.0, 16.0, 32.0, 64.0]
+            .iter()
+            .map(|&p| (p, 10.0 + 2.5 * p))
+            .collect();
+        let ask = AskInput {
+            targets: vec![32.0, 128.0],
+            expectation: Some("O(log p)".into()),
+            ..AskInput::default()
+        }
+        .check()
+        .unwrap();
+        let answer = answer(&observations, &ask, None, None).unwrap();
+        assert_eq!(answer.model.formula, "10 + 2.5 * p");
+        assert_eq!(answer.model.big_o, "O(p)");
+        assert!((answer.predictions[1].value - 330.0).abs() < 1e-6);
+        assert!(!answer.predictions[0].extrapolated && answer.predictions[1].extrapolated);
+        let expectation = answer.expectation.unwrap();
+        assert_eq!(expectation.outcome, OutcomeName::NoMatch);
+        assert_eq!(expectation.divergence, "p * log2(p)^(-1)");
     }
 }
