@@ -1,0 +1,140 @@
+//! Capacity questions (docs/model.md §5): the largest node count under a power
+//! limit, the energy- or time-optimal node count, and the time/energy Pareto
+//! front, each from the application's fitted predictors.
+//!
+//! They read the fitted curves at every node count, measured or not (unlike
+//! a prediction, which answers a measured count from its runs): comparing
+//! counts needs one consistent curve, and one lucky run must not make its
+//! node count look best.
+//!
+//! This file holds what the three share; `max_nodes.rs` and `optimal.rs`
+//! (the optimal node count and the Pareto front) the routes.
+
+mod max_nodes;
+mod optimal;
+
+pub use max_nodes::*;
+pub use optimal::*;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::error::{ApiError, ApiResult};
+use super::predictions::{check_nodes, fitted_models};
+use crate::model::Metric;
+use crate::predict::{self, Fitted};
+use crate::store::apps::AppRow;
+use crate::validate::FieldError;
+
+/// Most node counts one question searches.
+pub const MAX_SEARCH_NODES: u32 = 100_000;
+
+/// The node counts searched: `min_nodes` (default 1) to `max_nodes` (default
+/// twice the largest measured count).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+pub struct SearchRange {
+    pub min_nodes: u32,
+    pub max_nodes: u32,
+}
+
+pub(super) fn check_range(
+    min: Option<i64>,
+    max: Option<i64>,
+    problems: &mut Vec<FieldError>,
+) -> (Option<u32>, Option<u32>) {
+    let mut check = |field: &str, value: Option<i64>| {
+        value.and_then(|v| check_nodes(field, v).map_err(|e| problems.push(e)).ok())
+    };
+    let (min, max) = (check("min_nodes", min), check("max_nodes", max));
+    if let (Some(lo), Some(hi)) = (min, max)
+        && lo > hi
+    {
+        problems.push(FieldError::new(
+            "min_nodes",
+            format!("must not exceed max_nodes ({lo} > {hi})"),
+        ));
+    }
+    (min, max)
+}
+
+/// The range searched, once the history is known; refused (400) when it
+/// spans more than [`MAX_SEARCH_NODES`] counts.
+pub(super) fn search_range(
+    min: Option<u32>,
+    max: Option<u32>,
+    app: &AppRow,
+) -> ApiResult<SearchRange> {
+    let largest = app
+        .nodes_max
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or(1);
+    let min_nodes = min.unwrap_or(1);
+    let max_nodes = max
+        .unwrap_or_else(|| largest.saturating_mul(2))
+        .max(min_nodes);
+    if max_nodes - min_nodes >= MAX_SEARCH_NODES {
+        return Err(ApiError::bad_request(
+            "max_nodes",
+            format!(
+                "the range {min_nodes}..{max_nodes} spans more than {MAX_SEARCH_NODES} node counts"
+            ),
+        ));
+    }
+    Ok(SearchRange {
+        min_nodes,
+        max_nodes,
+    })
+}
+
+/// The predictors an answer used.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ModelsUsed {
+    pub model_version: String,
+    /// The model family per metric (docs/model.md §2.1): the one inside the
+    /// measured range, then ` / ` and the one beyond it where they differ.
+    pub ets: Option<String>,
+    pub apc: Option<String>,
+    pub tts: Option<String>,
+    /// The classification behind worst-node bounds, when used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+}
+
+pub(super) fn case_of(fitted: &Fitted) -> String {
+    let selection = &fitted.model.selection;
+    let inside = selection.winner(crate::model::Regime::Inside).family;
+    let beyond = selection.winner(crate::model::Regime::Beyond).family;
+    if inside == beyond {
+        inside.as_str().to_owned()
+    } else {
+        format!("{} / {}", inside.as_str(), beyond.as_str())
+    }
+}
+
+/// The EtS and TtS predictors of `app` as functions of n.
+pub(super) async fn energy_and_time(
+    state: &AppState,
+    app: &AppRow,
+    allowed: Option<f64>,
+) -> ApiResult<(
+    impl Fn(u32) -> f64 + use<>,
+    impl Fn(u32) -> f64 + use<>,
+    ModelsUsed,
+)> {
+    let allowed = predict::allowed_rmse(app, allowed);
+    let mut fitted = fitted_models(state, app, &[Metric::Ets, Metric::Tts], allowed).await?;
+    let (tts, ets) = (fitted.remove(1), fitted.remove(0));
+    let models = ModelsUsed {
+        model_version: predict::model_version(app),
+        ets: Some(case_of(&ets)),
+        apc: None,
+        tts: Some(case_of(&tts)),
+        workload: None,
+    };
+    Ok((
+        move |n| ets.model.predict_model(n).value,
+        move |n| tts.model.predict_model(n).value,
+        models,
+    ))
+}

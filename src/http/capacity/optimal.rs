@@ -1,0 +1,250 @@
+//! `GET /v1/apps/{app}/optimal-nodes` and `GET /v1/apps/{app}/pareto`: the
+//! energy- or time-optimal node count, and the time/energy Pareto front.
+
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::*;
+use crate::http::AppState;
+use crate::http::apps::find_app;
+use crate::http::auth::{self, Authorized};
+use crate::http::error::responses::{
+    BadParameter, FitsBusy, NeedsRead, Unauthorized, Unavailable, UnknownApp,
+};
+use crate::http::error::{ApiError, ApiResult, Problem};
+use crate::http::extract::{Path, Query};
+use crate::http::predictions::check_allowed;
+use crate::model::capacity::{self, Choice, Objective};
+use crate::validate::{self, FieldError};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ObjectiveName {
+    /// Least EtS (within `deadline_s`, if given).
+    Energy,
+    /// Least TtS (within `energy_budget_j`, if given).
+    Time,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct OptimalParams {
+    pub objective: ObjectiveName,
+    #[param(minimum = 1, maximum = 1_000_000)]
+    pub min_nodes: Option<i64>,
+    #[param(minimum = 1, maximum = 1_000_000)]
+    pub max_nodes: Option<i64>,
+    /// Only node counts predicted to finish within this time, s.
+    #[param(exclusive_minimum = 0.0)]
+    pub deadline_s: Option<f64>,
+    /// Only node counts predicted to need at most this energy, J.
+    #[param(exclusive_minimum = 0.0)]
+    pub energy_budget_j: Option<f64>,
+    #[param(exclusive_minimum = 0.0, maximum = 100.0)]
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+/// A node count with its predicted energy and time.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+pub struct NodeChoice {
+    pub nodes: u32,
+    pub ets_j: f64,
+    pub tts_s: f64,
+}
+
+impl From<Choice> for NodeChoice {
+    fn from(c: Choice) -> Self {
+        NodeChoice {
+            nodes: c.nodes,
+            ets_j: c.ets_j,
+            tts_s: c.tts_s,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Optimal {
+    pub app: String,
+    pub objective: ObjectiveName,
+    pub range: SearchRange,
+    pub deadline_s: Option<f64>,
+    pub energy_budget_j: Option<f64>,
+    /// The best node count; `null` when none meets the constraints.
+    pub choice: Option<NodeChoice>,
+    /// Without constraints, for comparison: the least-energy and the fastest
+    /// node counts of the range.
+    pub least_energy: Option<NodeChoice>,
+    pub fastest: Option<NodeChoice>,
+    /// Why there is no answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub models: ModelsUsed,
+}
+
+/// The energy-optimal node count (within a deadline), or the fastest (within
+/// an energy budget).
+///
+/// Every count of the range is considered; ties go to fewer nodes.
+#[utoipa::path(get, path = "/v1/apps/{app}/optimal-nodes", tag = "capacity",
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           OptimalParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The answer, or why there is none", body = Optimal),
+        (status = 400, response = BadParameter),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
+        (status = 422, description = "No runs yet", body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = FitsBusy),
+        (status = 503, response = Unavailable),
+    ))]
+pub async fn optimal_nodes(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Query(params): Query<OptimalParams>,
+) -> ApiResult<axum::Json<Optimal>> {
+    let mut problems = Vec::new();
+    let (min, max) = check_range(params.min_nodes, params.max_nodes, &mut problems);
+    for (field, value) in [
+        ("deadline_s", params.deadline_s),
+        ("energy_budget_j", params.energy_budget_j),
+    ] {
+        if let Some(Err(reason)) = value.map(validate::positive) {
+            problems.push(FieldError::new(field, reason));
+        }
+    }
+    let allowed = check_allowed("allowed_rmse_pct", params.allowed_rmse_pct)
+        .map_err(|e| problems.push(e))
+        .ok()
+        .flatten();
+    if !problems.is_empty() {
+        return Err(ApiError::BadRequest(problems));
+    }
+    let app = find_app(&state, &tag).await?;
+    let range = search_range(min, max, &app)?;
+    let (ets, tts, models) = energy_and_time(&state, &app, allowed).await?;
+    let nodes = || range.min_nodes..=range.max_nodes;
+    let objective = match params.objective {
+        ObjectiveName::Energy => Objective::Energy,
+        ObjectiveName::Time => Objective::Time,
+    };
+    let choice = capacity::optimal(
+        nodes(),
+        objective,
+        &ets,
+        &tts,
+        params.deadline_s,
+        params.energy_budget_j,
+    );
+    let least_energy = capacity::optimal(nodes(), Objective::Energy, &ets, &tts, None, None);
+    let fastest = capacity::optimal(nodes(), Objective::Time, &ets, &tts, None, None);
+    let reason = choice.is_none().then(|| {
+        let mut why = Vec::new();
+        if let (Some(deadline), Some(f)) = (params.deadline_s, fastest)
+            && f.tts_s > deadline
+        {
+            why.push(format!(
+                "the fastest count ({} nodes) needs {:.0} s, beyond the deadline of \
+                 {deadline:.0} s",
+                f.nodes, f.tts_s
+            ));
+        }
+        if let (Some(budget), Some(e)) = (params.energy_budget_j, least_energy)
+            && e.ets_j > budget
+        {
+            why.push(format!(
+                "the least-energy count ({} nodes) needs {:.0} J, above the budget of \
+                 {budget:.0} J",
+                e.nodes, e.ets_j
+            ));
+        }
+        if why.is_empty() {
+            why.push(
+                "no node count of the range meets the deadline and the budget together".into(),
+            );
+        }
+        why.join("; ")
+    });
+    Ok(axum::Json(Optimal {
+        app: app.tag.clone(),
+        objective: params.objective,
+        range,
+        deadline_s: params.deadline_s,
+        energy_budget_j: params.energy_budget_j,
+        choice: choice.map(NodeChoice::from),
+        least_energy: least_energy.map(NodeChoice::from),
+        fastest: fastest.map(NodeChoice::from),
+        reason,
+        models,
+    }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ParetoParams {
+    #[param(minimum = 1, maximum = 1_000_000)]
+    pub min_nodes: Option<i64>,
+    #[param(minimum = 1, maximum = 1_000_000)]
+    pub max_nodes: Option<i64>,
+    #[param(exclusive_minimum = 0.0, maximum = 100.0)]
+    pub allowed_rmse_pct: Option<f64>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Pareto {
+    pub app: String,
+    pub range: SearchRange,
+    /// The node counts no other count beats on both time and energy, by
+    /// ascending node count (so by falling time and rising energy).
+    pub front: Vec<NodeChoice>,
+    pub models: ModelsUsed,
+}
+
+/// The time/energy Pareto-optimal node counts.
+#[utoipa::path(get, path = "/v1/apps/{app}/pareto", tag = "capacity",
+    params(("app" = String, Path, description = "Application tag",
+             min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           ParetoParams),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The Pareto front", body = Pareto),
+        (status = 400, response = BadParameter),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, response = UnknownApp),
+        (status = 422, description = "No runs yet", body = Problem, content_type = "application/problem+json"),
+        (status = 429, response = FitsBusy),
+        (status = 503, response = Unavailable),
+    ))]
+pub async fn pareto(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path(tag): Path<String>,
+    Query(params): Query<ParetoParams>,
+) -> ApiResult<axum::Json<Pareto>> {
+    let mut problems = Vec::new();
+    let (min, max) = check_range(params.min_nodes, params.max_nodes, &mut problems);
+    let allowed = check_allowed("allowed_rmse_pct", params.allowed_rmse_pct)
+        .map_err(|e| problems.push(e))
+        .ok()
+        .flatten();
+    if !problems.is_empty() {
+        return Err(ApiError::BadRequest(problems));
+    }
+    let app = find_app(&state, &tag).await?;
+    let range = search_range(min, max, &app)?;
+    let (ets, tts, models) = energy_and_time(&state, &app, allowed).await?;
+    let front = capacity::pareto(range.min_nodes..=range.max_nodes, ets, tts);
+    Ok(axum::Json(Pareto {
+        app: app.tag.clone(),
+        range,
+        front: front.into_iter().map(NodeChoice::from).collect(),
+        models,
+    }))
+}
