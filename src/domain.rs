@@ -33,3 +33,37 @@ pub enum Period {
     /// `starts_at` to `ends_at`.
     Custom,
 }
+
+/// What the power a running job reserves against the caps comes from
+/// (docs/model.md §5), best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema, sqlx::Type)]
+#[serde(rename_all = "snake_case")]
+#[sqlx(type_name = "reserved_basis", rename_all = "snake_case")]
+pub enum ReservedBasis {
+    /// The APC predicted on the job's own nodes.
+    NodeSet,
+    /// The worst-node bound of n nodes.
+    WorstNodes,
+    /// The expected APC of n nodes.
+    Expected,
+    /// No history: n × the largest vendor peak, else 1000 W per node.
+    NoHistory,
+}
+
+impl ReservedBasis {
+    /// The name the API and the database use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReservedBasis::NodeSet => "node_set",
+            ReservedBasis::WorstNodes => "worst_nodes",
+            ReservedBasis::Expected => "expected",
+            ReservedBasis::NoHistory => "no_history",
+        }
+    }
+}
+
+impl std::fmt::Display for ReservedBasis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -21,6 +21,7 @@ use super::jobs::{Estimate, estimate};
 use super::power::IdleDraw;
 use super::predictions::{NodeScope, scope_nodes};
 use super::{Error, Result, Service, apps, power};
+use crate::domain::ReservedBasis;
 use crate::store::{self, caps::CapRow, power::Load};
 use crate::validate::{self, FieldError};
 
@@ -140,12 +141,33 @@ pub struct PowerCheck {
     /// worst-node bound, else the expected APC; without history, nodes × the
     /// largest vendor peak (else 1000 W per node).
     pub predicted_apc_w: f64,
-    /// `node_set`, `worst_nodes`, `expected` or `no_history`.
-    pub basis: String,
+    pub basis: ReservedBasis,
     pub idle_released_w: f64,
     pub headroom_after_w: Option<f64>,
     /// The partition's check (when a partition is given), then the system's.
     pub scopes: Vec<ScopeCheck>,
+}
+
+/// What the energy a job is checked with comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EnergyBasis {
+    /// The predicted EtS.
+    Predicted,
+    /// No history: the reserved power × `time_limit_s`.
+    TimeLimit,
+    /// No history and no time limit.
+    Unknown,
+}
+
+impl std::fmt::Display for EnergyBasis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EnergyBasis::Predicted => "predicted",
+            EnergyBasis::TimeLimit => "time_limit",
+            EnergyBasis::Unknown => "unknown",
+        })
+    }
 }
 
 /// The energy answer.
@@ -160,8 +182,7 @@ pub struct EnergyCheck {
     /// The job's energy, J: predicted EtS; without history, its reserved
     /// power × `time_limit_s`; `null` when neither is known.
     pub predicted_ets_j: Option<f64>,
-    /// `predicted`, `time_limit` or `unknown`.
-    pub basis: String,
+    pub basis: EnergyBasis,
     /// remaining − predicted, J.
     pub remaining_after_j: Option<f64>,
     /// The end of the budget's current period.
@@ -258,7 +279,7 @@ pub async fn decide(
         cap_w: binding.cap_w,
         headroom_before_w: binding.headroom_before_w,
         predicted_apc_w: estimate.reserved_w,
-        basis: estimate.basis.to_owned(),
+        basis: estimate.basis,
         idle_released_w: binding.idle_released_w,
         headroom_after_w: binding.headroom_after_w,
         scopes,
@@ -319,9 +340,9 @@ async fn energy_check(
     now: DateTime<Utc>,
 ) -> Result<EnergyCheck> {
     let (predicted_ets_j, basis) = match (estimate.ets_j, job.time_limit_s) {
-        (Some(ets), _) => (Some(ets), "predicted"),
-        (None, Some(limit)) => (Some(estimate.reserved_w * limit), "time_limit"),
-        (None, None) => (None, "unknown"),
+        (Some(ets), _) => (Some(ets), EnergyBasis::Predicted),
+        (None, Some(limit)) => (Some(estimate.reserved_w * limit), EnergyBasis::TimeLimit),
+        (None, None) => (None, EnergyBasis::Unknown),
     };
     let budget = match job.account {
         Some(account) => store::budgets::get(&mut *conn, account).await?,
@@ -334,7 +355,7 @@ async fn energy_check(
             budget: false,
             remaining_j: None,
             predicted_ets_j,
-            basis: basis.to_owned(),
+            basis,
             remaining_after_j: None,
             period_end: None,
         });
@@ -347,7 +368,7 @@ async fn energy_check(
         budget: true,
         remaining_j: Some(standing.remaining_j),
         predicted_ets_j,
-        basis: basis.to_owned(),
+        basis,
         remaining_after_j,
         period_end: Some(standing.period_end),
     })

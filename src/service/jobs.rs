@@ -10,6 +10,7 @@ use super::admission::{Admission, Candidate, JobShape, decide};
 use super::predictions::{AggregateName, Consistent, NodeScope, node_answers};
 use super::runs::store_one;
 use super::{Error, Result, Service, apps};
+use crate::domain::ReservedBasis;
 use crate::ingest::{self, NodeListDraft, RunDraft};
 use crate::model::Metric;
 use crate::predict;
@@ -75,7 +76,7 @@ pub struct Job {
     /// `node_set` (its nodes' APC), `worst_nodes` (the worst-node bound),
     /// `expected` (the predicted APC) or `no_history` (nodes × the largest
     /// vendor peak, else 1000 W per node).
-    pub reserved_basis: String,
+    pub reserved_basis: ReservedBasis,
     pub time_limit_s: Option<f64>,
     /// When its reservation ends if its end is never reported: its time
     /// limit plus a grace period (`--reservation-grace-s`, 600 s), or
@@ -128,7 +129,7 @@ pub struct Estimate {
     pub ets_j: Option<f64>,
     pub tts_s: Option<f64>,
     pub reserved_w: f64,
-    pub basis: &'static str,
+    pub basis: ReservedBasis,
 }
 
 pub async fn estimate(
@@ -146,7 +147,7 @@ pub async fn estimate(
             ets_j: None,
             tts_s: None,
             reserved_w: per_node * f64::from(nodes),
-            basis: "no_history",
+            basis: ReservedBasis::NoHistory,
         });
     };
     let allowed = predict::allowed_rmse(app, None);
@@ -164,10 +165,13 @@ pub async fn estimate(
     )
     .await?;
     let (reserved_w, basis) = match (set, bounds, apc) {
-        (Some(set), _, _) => (set.apc_w, "node_set"),
-        (None, Some(bounds), _) => (bounds.worst_w, "worst_nodes"),
-        (None, None, Some(apc)) => (apc, "expected"),
-        (None, None, None) => (DEFAULT_NODE_POWER_W * f64::from(nodes), "no_history"),
+        (Some(set), _, _) => (set.apc_w, ReservedBasis::NodeSet),
+        (None, Some(bounds), _) => (bounds.worst_w, ReservedBasis::WorstNodes),
+        (None, None, Some(apc)) => (apc, ReservedBasis::Expected),
+        (None, None, None) => (
+            DEFAULT_NODE_POWER_W * f64::from(nodes),
+            ReservedBasis::NoHistory,
+        ),
     };
     Ok(Estimate {
         apc_w: apc,
@@ -311,7 +315,7 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
         predicted_ets_j: estimate.ets_j,
         predicted_tts_s: estimate.tts_s,
         reserved_w: estimate.reserved_w,
-        reserved_basis: estimate.basis.to_owned(),
+        reserved_basis: estimate.basis,
         time_limit_s: input.time_limit_s,
     };
     let (row, created) = store::jobs::insert(&mut tx, &lock, &job).await?;

@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use super::caps::PowerCap;
 use super::{Result, Service};
+use crate::domain::ReservedBasis;
 use crate::store::{self, power::Load, power::Nodes};
 
 /// Idle draw of a registered node whose idle power is not recorded, W.
@@ -23,7 +24,7 @@ pub struct JobDraw {
     pub nodes: i32,
     pub reserved_w: f64,
     /// How the reservation was made (see `Job.reserved_basis`).
-    pub basis: String,
+    pub basis: ReservedBasis,
 }
 
 /// The idle nodes' share of the draw.

@@ -5,6 +5,7 @@ use sqlx::{PgConnection, PgExecutor};
 
 use super::notify::{self, Change};
 use super::power::AdmissionLock;
+use crate::domain::ReservedBasis;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct JobRow {
@@ -21,7 +22,7 @@ pub struct JobRow {
     pub predicted_ets_j: Option<f64>,
     pub predicted_tts_s: Option<f64>,
     pub reserved_w: f64,
-    pub reserved_basis: String,
+    pub reserved_basis: ReservedBasis,
     pub time_limit_s: Option<f64>,
     pub created_at: DateTime<Utc>,
 }
@@ -45,7 +46,7 @@ pub struct NewJob {
     pub predicted_ets_j: Option<f64>,
     pub predicted_tts_s: Option<f64>,
     pub reserved_w: f64,
-    pub reserved_basis: String,
+    pub reserved_basis: ReservedBasis,
     pub time_limit_s: Option<f64>,
 }
 
@@ -76,7 +77,7 @@ pub async fn insert(
     .bind(job.predicted_ets_j)
     .bind(job.predicted_tts_s)
     .bind(job.reserved_w)
-    .bind(&job.reserved_basis)
+    .bind(job.reserved_basis)
     .bind(job.time_limit_s)
     .fetch_optional(&mut *conn)
     .await?;

@@ -77,6 +77,35 @@ async fn a_job_lives_from_start_to_history() {
 }
 
 #[tokio::test]
+async fn the_reserved_basis_is_an_enumerated_type_in_the_database() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let start = json!({"source": "slurm", "job_id": "e1", "app": "lin", "nodes": 2});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let (kind, stored): (String, String) = sqlx::query_as(
+        "SELECT pg_typeof(reserved_basis)::text, reserved_basis::text FROM jobs \
+         WHERE job_id = 'e1'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (kind.as_str(), stored.as_str()),
+        ("reserved_basis", "expected")
+    );
+    assert_eq!(reply.body["reserved_basis"], stored);
+    let error = sqlx::query("UPDATE jobs SET reserved_basis = 'guessed'")
+        .execute(&app.pool)
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("invalid input value for enum"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
 async fn cancelled_jobs_leave_no_history_and_unknown_apps_reserve_conservatively() {
     let app = TestApp::new().await;
     let reply = app
@@ -196,7 +225,7 @@ async fn the_jobs_table_refuses_nan_and_infinity() {
             sqlx::query(
                 "INSERT INTO jobs (source, job_id, app_id, nodes, started_at, reserved_basis,
                                    predicted_apc_w, predicted_ets_j, predicted_tts_s, reserved_w, time_limit_s)
-                 VALUES ('s', $1, $2, 1, now(), 'prediction', $3, $4, $5, $6, $7)",
+                 VALUES ('s', $1, $2, 1, now(), 'expected', $3, $4, $5, $6, $7)",
             )
             .bind(format!("{column}-{value}"))
             .bind(app_id)
