@@ -16,9 +16,8 @@ use super::extract::{Json, Path, Query};
 use super::page;
 use super::runs::Run;
 use crate::domain::ScalingMode;
+use crate::service::apps::{self, AppMetadata, AppRow, RunFilter};
 pub use crate::service::apps::{check_tag, find_app, find_known_app};
-use crate::store::apps::{AppMetadata, AppRow};
-use crate::store::{self, runs::RunFilter};
 use crate::validate::{self, Errors};
 
 /// An application (energy tag) and a summary of its history.
@@ -116,8 +115,7 @@ pub async fn put_app(
             allowed_rmse_pct: input.allowed_rmse_pct,
         })
         .map_err(ApiError::Invalid)?;
-    let (row, created) = store::apps::upsert_metadata(&state.pool, &tag, &metadata).await?;
-    state.caches.forget_app(&tag);
+    let (row, created) = apps::set_metadata(&state, &tag, &metadata).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -191,7 +189,7 @@ pub async fn list_apps(
         validate::identifier(tag, validate::TAG_MAX)
             .map_err(|_| ApiError::bad_request("cursor", "is not a cursor of this listing"))?;
     }
-    let mut rows = store::apps::list(&state.pool, after.as_deref(), limit + 1).await?;
+    let mut rows = apps::list(&state, after.as_deref(), limit + 1).await?;
     let next_cursor = page::next_cursor(&mut rows, limit, |a| page::encode("apps", &a.tag));
     Ok(axum::Json(AppPage {
         items: rows.into_iter().map(App::from).collect(),
@@ -302,8 +300,7 @@ pub async fn list_app_runs(
         from: params.from,
         to: params.to,
     };
-    let mut rows =
-        store::runs::list_for_app(&state.pool, app.id, &filter, after_id, limit + 1).await?;
+    let mut rows = apps::runs(&state, app.id, &filter, after_id, limit + 1).await?;
     let next_cursor = page::next_cursor(&mut rows, limit, |r| {
         page::encode("runs", &r.id.to_string())
     });

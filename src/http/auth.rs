@@ -4,18 +4,16 @@
 //! argument, so that a request without a valid token is refused before its
 //! body is even read: missing or invalid token → 401, wrong scope → 403.
 
-use std::marker::PhantomData;
-use std::sync::Arc;
-
 use axum::extract::FromRequestParts;
 use axum::http::header;
 use axum::http::request::Parts;
+use std::marker::PhantomData;
 
 use super::AppState;
 use super::error::ApiError;
 use crate::cache::CachedToken;
-use crate::store;
-use crate::tokens::{self, Scope};
+use crate::service;
+use crate::tokens::Scope;
 
 /// The scope a handler requires, as a type.
 pub trait Required {
@@ -65,38 +63,7 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
             .ok_or(ApiError::Unauthorized(
                 "the Authorization header must be `Bearer <token>`",
             ))?;
-        let hash = tokens::hash(secret);
-        let stale = || {
-            state
-                .caches
-                .stale_token(&hash)
-                .filter(|_| state.caches.degraded())
-        };
-        let token = match state.caches.token(&hash).or_else(stale) {
-            Some(token) => token,
-            None => {
-                let read_at = state.caches.generation();
-                let found = match store::tokens::authenticate(&state.pool, &hash).await {
-                    Ok(found) => found,
-                    // During an outage a token verified before it still
-                    // works (docs/operations.md).
-                    Err(e) => {
-                        let token = state.stale_or(e, state.caches.stale_token(&hash))?;
-                        return authorized(&token);
-                    }
-                };
-                let (id, scopes, expires_at) = found.ok_or(ApiError::Unauthorized(
-                    "the token is invalid, expired or revoked",
-                ))?;
-                let token = Arc::new(CachedToken {
-                    id,
-                    scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),
-                    expires_at,
-                });
-                state.caches.put_token(hash, token.clone(), read_at);
-                token
-            }
-        };
+        let token = service::tokens::authenticate(state, secret).await?;
         authorized(&token)
     }
 }

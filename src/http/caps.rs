@@ -14,7 +14,7 @@ use super::error::responses::{
 };
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
-use crate::store::{self, caps::NewCap};
+use crate::service::caps::{self, NewCap};
 use crate::validate::{self, Errors, FieldError};
 
 pub use crate::service::caps::PowerCap;
@@ -93,7 +93,7 @@ pub async fn put_cap(
             description: input.description,
         })
         .map_err(ApiError::Invalid)?;
-    let (row, created) = store::caps::upsert(&state.pool, &name, &cap).await?;
+    let (row, created) = caps::put(&state, &name, &cap).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -121,7 +121,7 @@ pub async fn get_cap(
     Path(name): Path<String>,
 ) -> ApiResult<axum::Json<PowerCap>> {
     check_name(&name)?;
-    let row = store::caps::get(&state.pool, &name)
+    let row = caps::get(&state, &name)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no power cap `{name}`")))?;
     Ok(axum::Json(PowerCap::from_row(row, Utc::now())))
@@ -146,7 +146,7 @@ pub async fn delete_cap(
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
     check_name(&name)?;
-    if store::caps::delete(&state.pool, &name).await? {
+    if caps::delete(&state, &name).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound(format!("no power cap `{name}`")))
@@ -212,13 +212,13 @@ pub async fn list_caps(
     let now = Utc::now();
     let at = params.at.unwrap_or(now);
     let partition = params.partition.as_deref();
-    let items = store::caps::list(&state.pool)
+    let items = caps::list(&state)
         .await?
         .into_iter()
         .filter(|c| partition.is_none() || c.partition.as_deref() == partition)
         .map(|c| PowerCap::from_row(c, now))
         .collect();
-    let in_force = store::caps::in_force_for(&state.pool, partition, at)
+    let in_force = caps::in_force(&state, partition, at)
         .await?
         .map(|c| PowerCap::from_row(c, now));
     Ok(axum::Json(PowerCaps {

@@ -12,8 +12,9 @@ use super::auth::{self, Authorized};
 use super::error::responses::{NeedsIngest, Unauthorized, Unavailable};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::Query;
-use crate::import::{self, ImportError, Summary};
+use crate::import::Summary;
 use crate::sacct::{AppFrom, Options};
+use crate::service::imports;
 use crate::validate::FieldError;
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -99,15 +100,5 @@ pub async fn import_sacct(
     let options = params.options().map_err(ApiError::BadRequest)?;
     let text = std::str::from_utf8(&body)
         .map_err(|e| ApiError::bad_request("body", format!("is not UTF-8 text ({e})")))?;
-    let summary = match import::sacct(&state.pool, text, &options, |_, _| {}).await {
-        Ok(summary) => summary,
-        Err(ImportError::Header(e)) => return Err(ApiError::invalid("body", e.to_string())),
-        Err(ImportError::Database(e)) => return Err(e.into()),
-    };
-    for tag in summary.apps.iter().chain(&summary.removed_apps) {
-        state.caches.forget_app(tag);
-    }
-    // Jobs whose runs were imported stopped running in the same transaction.
-    state.caches.forget_load();
-    Ok(axum::Json(summary))
+    Ok(axum::Json(imports::sacct(&state, text, &options).await?))
 }

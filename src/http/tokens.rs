@@ -11,8 +11,8 @@ use super::auth::{self, Authorized};
 use super::error::responses::{NeedsAdmin, NotJson, TooLarge, Unauthorized, Unavailable};
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path};
+use crate::service;
 pub use crate::service::tokens::{CreatedToken, TokenInfo, create};
-use crate::store;
 use crate::tokens::Scope;
 use crate::validate::{self, Errors};
 
@@ -86,9 +86,8 @@ pub async fn list_tokens(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
 ) -> ApiResult<axum::Json<TokenList>> {
-    let rows = store::tokens::list(&state.pool).await?;
     Ok(axum::Json(TokenList {
-        items: rows.into_iter().map(TokenInfo::from).collect(),
+        items: service::tokens::list(&state).await?,
     }))
 }
 
@@ -109,8 +108,5 @@ pub async fn revoke_token(
     State(state): State<AppState>,
     Path(id): Path<i64>,
 ) -> ApiResult<axum::Json<TokenInfo>> {
-    let revoked = store::tokens::revoke(&state.pool, id).await;
-    state.caches.forget_tokens();
-    let row = revoked?.ok_or_else(|| ApiError::NotFound(format!("no token with id {id}")))?;
-    Ok(axum::Json(row.into()))
+    Ok(axum::Json(service::tokens::revoke(&state, id).await?))
 }

@@ -16,7 +16,7 @@ use super::error::responses::{
 };
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::Json;
-use crate::store;
+use crate::service;
 use crate::validate::{self, FieldError};
 
 /// At most this many jobs per report.
@@ -98,7 +98,7 @@ pub async fn report_unreserved(
         .into_iter()
         .map(|j| (j.job_id, j.started_at))
         .collect();
-    let counted = store::jobs::record_unreserved(&state.pool, &input.source, &jobs).await?;
+    let counted = service::jobs::record_unreserved(&state, &input.source, &jobs).await?;
     metrics::counter!("jobs_run_unreserved_total").increment(counted);
     if counted > 0 {
         tracing::warn!(

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use super::{Error, Result, Service};
-use crate::store::{self, apps::AppRow};
+pub use crate::store::apps::{AppMetadata, AppRow};
+pub use crate::store::runs::RunFilter;
+use crate::store::{self, runs::RunRow};
 use crate::validate;
 
 /// Whether a tag is well formed (`BadRequest` naming `app` otherwise).
@@ -42,4 +44,38 @@ pub async fn find_known_app(service: &Service, tag: &str) -> Result<Option<Arc<A
         Err(Error::NotFound(_)) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Create `tag` or replace its metadata: the row, and whether it is new.
+/// Every replica drops its copy of the row.
+pub async fn set_metadata(
+    service: &Service,
+    tag: &str,
+    metadata: &AppMetadata,
+) -> Result<(AppRow, bool)> {
+    let stored = store::apps::upsert_metadata(&service.pool, tag, metadata).await?;
+    service.caches.forget_app(tag);
+    Ok(stored)
+}
+
+/// Up to `limit` applications in tag order, after `after`.
+pub async fn list(service: &Service, after: Option<&str>, limit: i64) -> Result<Vec<AppRow>> {
+    Ok(store::apps::list(&service.pool, after, limit).await?)
+}
+
+/// Up to `limit` runs of application `app_id` matching `filter`, in id
+/// order after `after_id`.
+pub async fn runs(
+    service: &Service,
+    app_id: i64,
+    filter: &RunFilter,
+    after_id: i64,
+    limit: i64,
+) -> Result<Vec<RunRow>> {
+    Ok(store::runs::list_for_app(&service.pool, app_id, filter, after_id, limit).await?)
+}
+
+/// The row of `tag` as stored now, if any (no cache, no check of the tag).
+pub async fn get(service: &Service, tag: &str) -> Result<Option<AppRow>> {
+    Ok(store::apps::get(&service.pool, tag).await?)
 }

@@ -4,7 +4,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::store::caps::CapRow;
+use super::{Result, Service};
+use crate::store;
+pub use crate::store::caps::{CapRow, NewCap};
 
 /// A power cap.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -39,4 +41,33 @@ impl PowerCap {
             updated_at: c.updated_at,
         }
     }
+}
+
+/// Set cap `name` (create or replace): the row, and whether it is new.
+pub async fn put(service: &Service, name: &str, cap: &NewCap) -> Result<(CapRow, bool)> {
+    Ok(store::caps::upsert(&service.pool, name, cap).await?)
+}
+
+/// Cap `name`, if set.
+pub async fn get(service: &Service, name: &str) -> Result<Option<CapRow>> {
+    Ok(store::caps::get(&service.pool, name).await?)
+}
+
+/// Remove cap `name`: whether it was set.
+pub async fn delete(service: &Service, name: &str) -> Result<bool> {
+    Ok(store::caps::delete(&service.pool, name).await?)
+}
+
+/// Every cap, by name.
+pub async fn list(service: &Service) -> Result<Vec<CapRow>> {
+    Ok(store::caps::list(&service.pool).await?)
+}
+
+/// The tightest cap of `partition` (or of the whole system) active at `at`.
+pub async fn in_force(
+    service: &Service,
+    partition: Option<&str>,
+    at: DateTime<Utc>,
+) -> Result<Option<CapRow>> {
+    Ok(store::caps::in_force_for(&service.pool, partition, at).await?)
 }

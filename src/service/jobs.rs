@@ -516,3 +516,13 @@ async fn remember_end_unless_running(
     tx.commit().await?;
     Ok(true)
 }
+
+/// Record jobs of `source` that started without a reservation (the
+/// scheduler's fail-open path): how many were new.
+pub async fn record_unreserved(
+    service: &Service,
+    source: &str,
+    jobs: &[(String, DateTime<Utc>)],
+) -> Result<u64> {
+    Ok(store::jobs::record_unreserved(&service.pool, source, jobs).await?)
+}

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::{Result, Service};
 use crate::predict::NodePowers;
 use crate::store;
+pub use crate::store::nodes::{NewSample, NodeMetadata, NodePowerRow, NodeRow, SampleOutcome};
 use crate::validate::{self, FieldError};
 
 /// The workload a request names (checked, a problem under `field` when bad),
@@ -61,4 +62,50 @@ pub async fn node_powers(
     let powers = NodePowers::new(workload, partition, &rows, peaks).map(Arc::new);
     service.caches.put_node_powers(key, powers.clone(), read_at);
     Ok(powers)
+}
+
+/// Register node `name` or replace its metadata: the row, and whether it is
+/// new. Every replica drops the node powers it keeps.
+pub async fn put(
+    service: &Service,
+    name: &str,
+    metadata: &NodeMetadata,
+) -> Result<(NodeRow, bool)> {
+    let stored = store::nodes::upsert(&service.pool, name, metadata).await?;
+    service.caches.forget_nodes();
+    Ok(stored)
+}
+
+/// Node `name`, if registered.
+pub async fn get(service: &Service, name: &str) -> Result<Option<NodeRow>> {
+    Ok(store::nodes::get(&service.pool, name).await?)
+}
+
+/// Up to `limit` nodes (of `partition`) in name order, after `after`.
+pub async fn list(
+    service: &Service,
+    partition: Option<&str>,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<Vec<NodeRow>> {
+    Ok(store::nodes::list(&service.pool, partition, after, limit).await?)
+}
+
+/// Store power samples, one outcome each, in order. Every replica drops the
+/// node powers it keeps.
+pub async fn add_samples(service: &Service, samples: &[NewSample]) -> Result<Vec<SampleOutcome>> {
+    let stored = store::nodes::insert_samples(&service.pool, samples).await;
+    service.caches.forget_nodes();
+    Ok(stored?)
+}
+
+/// Each node's power under `workload` (in `partition`) over the service's
+/// node window, for a classification.
+pub async fn powers(
+    service: &Service,
+    workload: &str,
+    partition: Option<&str>,
+) -> Result<Vec<NodePowerRow>> {
+    let window = service.settings.node_window.as_secs_f64();
+    Ok(store::nodes::powers(&service.pool, workload, partition, window).await?)
 }

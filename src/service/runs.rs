@@ -5,7 +5,9 @@ use utoipa::ToSchema;
 
 use super::{Error, Result, Service};
 use crate::ingest::{self, Outcome};
+use crate::store;
 use crate::store::runs::NewRun;
+pub use crate::store::runs::RunRow;
 use crate::validate::FieldError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -58,4 +60,9 @@ pub async fn store_runs(
     // Jobs whose runs these are stopped running in the same transaction.
     service.caches.forget_load();
     Ok(ingested)
+}
+
+/// Run `id`, if stored.
+pub async fn get(service: &Service, id: i64) -> Result<Option<RunRow>> {
+    Ok(store::runs::get(&service.pool, id).await?)
 }

@@ -5,6 +5,10 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use std::sync::Arc;
+
+use super::{Error, Result, Service};
+use crate::cache::CachedToken;
 use crate::store::{self, tokens::TokenRow};
 use crate::tokens::{self, Scope};
 
@@ -49,7 +53,7 @@ pub async fn create(
     name: &str,
     scopes: &[Scope],
     expires_at: Option<DateTime<Utc>>,
-) -> Result<CreatedToken, sqlx::Error> {
+) -> std::result::Result<CreatedToken, sqlx::Error> {
     let mut scopes = scopes.to_vec();
     scopes.sort();
     scopes.dedup();
@@ -60,4 +64,50 @@ pub async fn create(
         token: new.secret,
         info: row.into(),
     })
+}
+
+/// The token whose secret is `secret`: from memory while no token changed,
+/// else read (and kept); during a database outage, one verified before
+/// (docs/operations.md). `Unauthorized` when it is invalid, expired or
+/// revoked.
+pub async fn authenticate(service: &Service, secret: &str) -> Result<Arc<CachedToken>> {
+    let hash = tokens::hash(secret);
+    let stale = || {
+        service
+            .caches
+            .stale_token(&hash)
+            .filter(|_| service.caches.degraded())
+    };
+    if let Some(token) = service.caches.token(&hash).or_else(stale) {
+        return Ok(token);
+    }
+    let read_at = service.caches.generation();
+    let found = match store::tokens::authenticate(&service.pool, &hash).await {
+        Ok(found) => found,
+        Err(e) => return service.stale_or(e, service.caches.stale_token(&hash)),
+    };
+    let (id, scopes, expires_at) = found.ok_or(Error::Unauthorized(
+        "the token is invalid, expired or revoked",
+    ))?;
+    let token = Arc::new(CachedToken {
+        id,
+        scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),
+        expires_at,
+    });
+    service.caches.put_token(hash, token.clone(), read_at);
+    Ok(token)
+}
+
+/// Every token, revoked ones included.
+pub async fn list(service: &Service) -> Result<Vec<TokenInfo>> {
+    let rows = store::tokens::list(&service.pool).await?;
+    Ok(rows.into_iter().map(TokenInfo::from).collect())
+}
+
+/// Revoke token `id` (again, harmlessly): it stops working on every replica.
+pub async fn revoke(service: &Service, id: i64) -> Result<TokenInfo> {
+    let revoked = store::tokens::revoke(&service.pool, id).await;
+    service.caches.forget_tokens();
+    let row = revoked?.ok_or_else(|| Error::NotFound(format!("no token with id {id}")))?;
+    Ok(row.into())
 }

@@ -24,7 +24,7 @@ use super::error::{ApiError, ApiResult};
 use super::predictions::{check_nodes, fitted_models};
 use crate::model::Metric;
 use crate::predict::{self, Fitted};
-use crate::store::apps::AppRow;
+use crate::service::apps::AppRow;
 use crate::validate::FieldError;
 
 /// Most node counts one question searches.

@@ -21,7 +21,7 @@ use super::error::responses::{
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
 use crate::model::efficiency::{self as factors};
-use crate::store::{self, efficiency::MeasurementRow, efficiency::NewMeasurement};
+use crate::service::efficiency::{self, MeasurementRow, NewMeasurement};
 use crate::validate::{self, Errors};
 
 /// The region of measurements that name none.
@@ -245,18 +245,11 @@ pub async fn post_efficiency(
 ) -> ApiResult<(StatusCode, axum::Json<Stored>)> {
     check_tag(&tag)?;
     let measurements = check(input).map_err(ApiError::Invalid)?;
-    let mut tx = state.pool.begin().await?;
-    let apps = store::apps::ensure_and_lock(&mut tx, &[tag.as_str()]).await?;
-    let app_id = *apps
-        .ids
-        .get(&tag)
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("application {tag} not ensured")))?;
-    let created = store::efficiency::upsert(&mut tx, app_id, &measurements).await?;
-    tx.commit().await?;
+    let (created, app_id) = efficiency::store(&state, &tag, &measurements).await?;
     let mut regions: Vec<&str> = measurements.iter().map(|m| m.region.as_str()).collect();
     regions.sort_unstable();
     regions.dedup();
-    let stored = store::efficiency::list(&state.pool, app_id, None)
+    let stored = efficiency::list(&state, app_id, None)
         .await?
         .into_iter()
         .filter(|r| regions.binary_search(&r.region.as_str()).is_ok())
@@ -322,7 +315,7 @@ pub async fn get_efficiency(
 ) -> ApiResult<axum::Json<MeasurementList>> {
     check_region(params.region.as_deref())?;
     let app = find_app(&state, &tag).await?;
-    let rows = store::efficiency::list(&state.pool, app.id, params.region.as_deref()).await?;
+    let rows = efficiency::list(&state, app.id, params.region.as_deref()).await?;
     Ok(axum::Json(MeasurementList {
         app: app.tag.clone(),
         measurements: rows.into_iter().map(Measurement::from).collect(),

@@ -13,7 +13,7 @@ use crate::http::error::responses::{HeavyBusy, NeedsRead, Unauthorized, Unavaila
 use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::{Path, Query, comma_separated};
 use crate::model::efficiency::{self as factors, FactorFit, Family};
-use crate::store::{self, efficiency::MeasurementRow};
+use crate::service::efficiency::MeasurementRow;
 use crate::validate::Errors;
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -182,7 +182,7 @@ pub async fn get_scalability(
     check_region(params.region.as_deref())?;
     let targets = targets_of(params.targets.as_deref())?;
     let app = find_app(&state, &tag).await?;
-    let rows = store::efficiency::list(&state.pool, app.id, params.region.as_deref()).await?;
+    let rows = crate::service::efficiency::list(&state, app.id, params.region.as_deref()).await?;
     if rows.is_empty() {
         return Err(match params.region {
             Some(region) => ApiError::NotFound(format!(

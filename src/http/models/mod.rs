@@ -24,7 +24,6 @@ use crate::extrap::Series;
 use crate::model::expectation;
 use crate::model::pmnf::Shape;
 use crate::model::search::SearchError;
-use crate::store;
 use crate::validate::{Errors, FieldError};
 
 /// Most values (repetitions included) in a stateless search.

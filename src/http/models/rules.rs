@@ -166,7 +166,7 @@ pub async fn check_rules(
     let mut models: BTreeMap<Operand, pmnf::Model> = BTreeMap::new();
     let mut problems = Vec::new();
     for (operand, field) in operands {
-        let Some(app) = store::apps::get(&state.pool, &operand.app).await? else {
+        let Some(app) = crate::service::apps::get(&state, &operand.app).await? else {
             problems.push(FieldError::new(
                 format!("{field}.app"),
                 format!("no application `{}`", operand.app),

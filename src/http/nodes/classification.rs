@@ -12,7 +12,7 @@ use crate::http::error::responses::{BadQuery, NeedsRead, Unauthorized, Unavailab
 use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::Query;
 use crate::model::classify::{self, NodePower};
-use crate::store;
+use crate::service::nodes;
 use crate::validate::{self, FieldError};
 
 /// Most classes of a classification.
@@ -146,14 +146,7 @@ pub async fn get_classification(
     if !problems.is_empty() {
         return Err(ApiError::BadRequest(problems));
     }
-    let window = state.settings.node_window;
-    let rows = store::nodes::powers(
-        &state.pool,
-        &workload,
-        params.partition.as_deref(),
-        window.as_secs_f64(),
-    )
-    .await?;
+    let rows = nodes::powers(&state, &workload, params.partition.as_deref()).await?;
     let inputs: Vec<NodePower> = rows
         .iter()
         .map(|r| NodePower {
@@ -168,7 +161,7 @@ pub async fn get_classification(
     let c = classify::classify(&inputs, classes, bins).ok_or_else(|| {
         ApiError::NotFound(format!("no power samples of workload `{workload}`{scope}"))
     })?;
-    let by_name: std::collections::HashMap<&str, &store::nodes::NodePowerRow> =
+    let by_name: std::collections::HashMap<&str, &nodes::NodePowerRow> =
         rows.iter().map(|r| (r.name.as_str(), r)).collect();
     let nodes = c
         .nodes
@@ -189,7 +182,7 @@ pub async fn get_classification(
     Ok(axum::Json(Classification {
         workload,
         partition: params.partition,
-        window_days: window.as_secs_f64() / 86_400.0,
+        window_days: state.settings.node_window.as_secs_f64() / 86_400.0,
         p_min_w: c.p_min_w,
         p_max_w: c.p_max_w,
         mean_w: c.mean_w,

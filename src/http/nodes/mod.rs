@@ -22,7 +22,7 @@ use super::error::responses::{
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
 use super::page;
-use crate::store::{self, nodes::NodeMetadata, nodes::NodeRow};
+use crate::service::nodes::{self, NodeMetadata, NodeRow};
 use crate::validate::{self, Errors};
 
 const HARDWARE_MODEL_MAX: usize = 128;
@@ -136,8 +136,7 @@ pub async fn put_node(
             peak_power_w: input.peak_power_w,
         })
         .map_err(ApiError::Invalid)?;
-    let (row, created) = store::nodes::upsert(&state.pool, &name, &metadata).await?;
-    state.caches.forget_nodes();
+    let (row, created) = nodes::put(&state, &name, &metadata).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -165,7 +164,7 @@ pub async fn get_node(
     Path(name): Path<String>,
 ) -> ApiResult<axum::Json<Node>> {
     check_node_name(&name)?;
-    let row = store::nodes::get(&state.pool, &name)
+    let row = nodes::get(&state, &name)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no node `{name}` in the registry")))?;
     Ok(axum::Json(row.into()))
@@ -220,8 +219,8 @@ pub async fn list_nodes(
         validate::node_name(name)
             .map_err(|_| ApiError::bad_request("cursor", "is not a cursor of this listing"))?;
     }
-    let mut rows = store::nodes::list(
-        &state.pool,
+    let mut rows = nodes::list(
+        &state,
         params.partition.as_deref(),
         after.as_deref(),
         limit + 1,

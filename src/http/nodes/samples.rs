@@ -13,7 +13,7 @@ use crate::http::error::responses::{
 use crate::http::error::{ApiError, ApiResult, Problem, ProblemField};
 use crate::http::extract::{Json, from_json_value};
 use crate::http::runs::{ItemStatus, Rejection};
-use crate::store::{self, nodes::NewSample, nodes::SampleOutcome};
+use crate::service::nodes::{self, NewSample, SampleOutcome};
 use crate::validate::{self, Errors, FieldError};
 
 /// Most samples in one `POST /v1/nodes/samples`.
@@ -133,10 +133,7 @@ pub async fn post_samples(
         })
         .collect();
     let valid: Vec<NewSample> = checked.iter().flatten().cloned().collect();
-    let mut stored = store::nodes::insert_samples(&state.pool, &valid)
-        .await?
-        .into_iter();
-    state.caches.forget_nodes();
+    let mut stored = nodes::add_samples(&state, &valid).await?.into_iter();
     let items: Vec<SampleItem> = checked
         .into_iter()
         .enumerate()

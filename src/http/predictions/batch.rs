@@ -18,8 +18,8 @@ use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::Json;
 use crate::model;
 use crate::predict;
+use crate::service::apps::AppRow;
 use crate::service::predictions::{self, Predicted, Query};
-use crate::store::apps::AppRow;
 use crate::validate;
 
 /// One query of a batch.

@@ -21,7 +21,7 @@ use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
 use crate::ingest::{self, NodeListDraft, RunDraft};
 use crate::service::runs;
-use crate::store::{self, runs::RunRow};
+use crate::service::runs::RunRow;
 
 /// A node list: names, or one string in Slurm hostlist syntax.
 #[derive(ToSchema)]
@@ -213,7 +213,7 @@ pub async fn create_run(
 ) -> ApiResult<Response> {
     let run = ingest::validate(input.into(), Utc::now()).map_err(ApiError::Invalid)?;
     let (status, id) = runs::store_one(&state, run, "this (source, job_id)").await?;
-    let row = store::runs::get(&state.pool, id)
+    let row = runs::get(&state, id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("run {id} vanished after it was stored"))?;
     let body = axum::Json(RunAccepted {
@@ -269,7 +269,7 @@ pub async fn get_run(
     if !problems.is_empty() {
         return Err(ApiError::BadRequest(problems));
     }
-    let row = store::runs::get(&state.pool, id)
+    let row = runs::get(&state, id)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no run with id {id}")))?;
     let mut run = Run::from(row);
