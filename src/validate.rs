@@ -92,6 +92,42 @@ pub const NODE_NAME_MAX: usize = 64;
 
 /// An identifier: 1 to `max` characters from `A-Z a-z 0-9 . _ : @ + = -`,
 /// starting with a letter or digit.
+/// An application tag, checked once where it enters: 1 to `TAG_MAX`
+/// characters of `A-Z a-z 0-9 . _ : @ + = -`, starting with a letter or digit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Tag(String);
+
+impl Tag {
+    /// `value` as a tag, or why it is not one.
+    pub fn parse(value: &str) -> Result<Tag, String> {
+        identifier(value, TAG_MAX).map(|()| Tag(value.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Tag {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<Tag> for String {
+    fn from(tag: Tag) -> String {
+        tag.0
+    }
+}
+
+impl std::fmt::Display for Tag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 pub fn identifier(value: &str, max: usize) -> Result<(), String> {
     let len = value.chars().count();
     if len == 0 {
@@ -275,6 +311,21 @@ pub fn node_power(watts: f64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_is_checked_once_where_it_enters() {
+        let tag = Tag::parse("cp2k-h2o_64").unwrap();
+        assert_eq!((tag.as_str(), tag.len()), ("cp2k-h2o_64", 11));
+        assert_eq!(tag.to_string(), "cp2k-h2o_64");
+        for bad in ["", "-lead", "a b", &"x".repeat(TAG_MAX + 1)] {
+            assert_eq!(
+                Tag::parse(bad).err(),
+                identifier(bad, TAG_MAX).err(),
+                "{bad:?}"
+            );
+            assert!(Tag::parse(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn node_name_budgets() {

@@ -12,12 +12,12 @@ use super::error::responses::{
     BadQuery, NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable, UnknownApp,
 };
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, Path, Query};
+use super::extract::{Json, Query};
 use super::page;
 use super::runs::Run;
 use crate::domain::ScalingMode;
+use crate::http::extract::AppPath;
 use crate::service::apps::{self, AppMetadata, AppRow, RunFilter};
-pub use crate::service::apps::{check_tag, find_app, find_known_app};
 use crate::validate::{self, Errors};
 
 /// An application (energy tag) and a summary of its history.
@@ -99,10 +99,9 @@ pub struct AppMetadataInput {
 pub async fn put_app(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Json(input): Json<AppMetadataInput>,
 ) -> ApiResult<(StatusCode, axum::Json<App>)> {
-    check_tag(&tag)?;
     let mut errors = Errors::default();
     errors.check_text("description", &input.description, validate::DESCRIPTION_MAX);
     if let Some(pct) = input.allowed_rmse_pct {
@@ -140,9 +139,9 @@ pub async fn put_app(
 pub async fn get_app(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
 ) -> ApiResult<axum::Json<App>> {
-    let row = find_app(&state, &tag).await?;
+    let row = apps::find(&state, &tag).await?;
     Ok(axum::Json(AppRow::clone(&row).into()))
 }
 
@@ -248,7 +247,7 @@ pub struct RunPage {
 pub async fn list_app_runs(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Query(params): Query<RunListParams>,
 ) -> ApiResult<axum::Json<RunPage>> {
     let mut errors = Vec::new();
@@ -292,7 +291,7 @@ pub async fn list_app_runs(
             .map_err(|_| ApiError::bad_request("cursor", "is not a cursor of this listing"))?,
         None => 0,
     };
-    let app = find_app(&state, &tag).await?;
+    let app = apps::find(&state, &tag).await?;
     let filter = RunFilter {
         nodes: params.nodes,
         min_nodes: params.min_nodes,

@@ -7,7 +7,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
-use crate::validate::FieldError;
+use crate::validate::{FieldError, Tag};
 
 /// A JSON body. Syntax errors are 400; well-formed JSON of the wrong shape
 /// (wrong type, missing or unknown field) is 422 naming the field.
@@ -141,6 +141,21 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
                 };
                 ApiError::bad_request(&field, reason)
             })
+    }
+}
+
+/// The application tag of a `/v1/apps/{app}/…` path, checked here once: a
+/// bad tag is a 400 naming `app` (as crates.io's `CratePath`).
+pub struct AppPath(pub Tag);
+
+impl<S: Send + Sync> FromRequestParts<S> for AppPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(tag) = Path::<String>::from_request_parts(parts, state).await?;
+        Tag::parse(&tag)
+            .map(AppPath)
+            .map_err(|reason| ApiError::bad_request("app", reason))
     }
 }
 

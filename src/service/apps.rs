@@ -6,16 +6,21 @@ use super::{Error, Result, Service};
 pub use crate::store::apps::{AppMetadata, AppRow};
 pub use crate::store::runs::RunFilter;
 use crate::store::{self, runs::RunRow};
-use crate::validate;
+use crate::validate::Tag;
 
-/// Whether a tag is well formed (`BadRequest` naming `app` otherwise).
-pub fn check_tag(tag: &str) -> Result<()> {
-    validate::identifier(tag, validate::TAG_MAX).map_err(|reason| Error::bad_request("app", reason))
+/// `tag` as a tag (`BadRequest` naming `app` otherwise).
+pub fn check_tag(tag: &str) -> Result<Tag> {
+    Tag::parse(tag).map_err(|reason| Error::bad_request("app", reason))
+}
+
+/// The row of the application named `tag`, checked first.
+pub async fn find_app(service: &Service, tag: &str) -> Result<Arc<AppRow>> {
+    find(service, &check_tag(tag)?).await
 }
 
 /// The application's row: from memory while it has not changed (see `cache`).
-pub async fn find_app(service: &Service, tag: &str) -> Result<Arc<AppRow>> {
-    check_tag(tag)?;
+pub async fn find(service: &Service, tag: &Tag) -> Result<Arc<AppRow>> {
+    let tag = tag.as_str();
     if let Some(row) = service.caches.app(tag) {
         return Ok(row);
     }

@@ -13,7 +13,7 @@ use crate::hostlist;
 use crate::model::{self, Aggregate, Flag, Metric, Prediction, Source, consistency};
 use crate::predict::{self, Fitted, PredictError};
 use crate::store::apps::AppRow;
-use crate::validate::{self, FieldError};
+use crate::validate::{self, FieldError, Tag};
 
 /// Most node names one answer lists (a node set may hold 100,000).
 pub const MAX_NAMES_SHOWN: usize = 20;
@@ -258,11 +258,11 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
 /// allowed %RMSE asked for (else the application's).
 pub async fn model(
     service: &Service,
-    tag: &str,
+    tag: &Tag,
     metric: Metric,
     allowed_rmse_pct: Option<f64>,
 ) -> Result<(Arc<AppRow>, Arc<Fitted>)> {
-    let app = apps::find_app(service, tag).await?;
+    let app = apps::find(service, tag).await?;
     let allowed = predict::allowed_rmse(&app, allowed_rmse_pct);
     let fitted = service
         .models

@@ -245,3 +245,26 @@ async fn runs_are_listed_with_filters_and_cursor_pagination() {
         .await
         .assert_problem(StatusCode::NOT_FOUND);
 }
+
+/// Every `/v1/apps/{app}/…` route checks the tag where it enters (the
+/// `AppPath` extractor): a bad one is a 400 naming `app`, before any lookup.
+#[tokio::test]
+async fn every_application_route_refuses_a_bad_tag_naming_app() {
+    let app = TestApp::new().await;
+    for path in [
+        "/v1/apps/-lead",
+        "/v1/apps/-lead/runs",
+        "/v1/apps/-lead/predictions?nodes=4",
+        "/v1/apps/-lead/curve",
+        "/v1/apps/-lead/model",
+        "/v1/apps/-lead/scaling-model",
+        "/v1/apps/-lead/max-nodes?power_limit_w=1000",
+        "/v1/apps/-lead/optimal-nodes?objective=energy",
+        "/v1/apps/-lead/pareto",
+        "/v1/apps/-lead/efficiency",
+        "/v1/apps/-lead/scalability",
+    ] {
+        let reply = app.get(path, &app.read).await;
+        reply.assert_field_error(StatusCode::BAD_REQUEST, "app");
+    }
+}

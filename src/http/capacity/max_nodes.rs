@@ -6,17 +6,18 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::*;
 use crate::http::AppState;
-use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
 use crate::http::error::responses::{
     BadParameter, FitsBusy, NeedsRead, Unauthorized, Unavailable, UnknownApp,
 };
 use crate::http::error::{ApiError, ApiResult, Problem};
-use crate::http::extract::{Path, Query};
+use crate::http::extract::AppPath;
+use crate::http::extract::Query;
 use crate::http::predictions::{check_allowed, fitted_models, predict_error};
 use crate::model::capacity::{self};
 use crate::model::{Metric, bounds};
 use crate::predict::{self};
+use crate::service::apps;
 use crate::validate::{self, FieldError};
 
 /// `expected` APC, or the `worst` node allocation's.
@@ -92,7 +93,7 @@ pub struct MaxNodes {
 pub async fn max_nodes(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Query(params): Query<MaxNodesParams>,
 ) -> ApiResult<axum::Json<MaxNodes>> {
     let mut problems = Vec::new();
@@ -120,7 +121,7 @@ pub async fn max_nodes(
     if !problems.is_empty() {
         return Err(ApiError::BadRequest(problems));
     }
-    let app = find_app(&state, &tag).await?;
+    let app = apps::find(&state, &tag).await?;
     let range = search_range(min, max, &app)?;
     let allowed = predict::allowed_rmse(&app, allowed);
     let bound = params.bound.unwrap_or_default();

@@ -7,15 +7,16 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::*;
 use crate::http::AppState;
-use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
 use crate::http::error::responses::{
     BadParameter, FitsBusy, NeedsRead, Unauthorized, Unavailable, UnknownApp,
 };
 use crate::http::error::{ApiError, ApiResult, Problem};
-use crate::http::extract::{Path, Query};
+use crate::http::extract::AppPath;
+use crate::http::extract::Query;
 use crate::http::predictions::check_allowed;
 use crate::model::capacity::{self, Choice, Objective};
+use crate::service::apps;
 use crate::validate::{self, FieldError};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -105,7 +106,7 @@ pub struct Optimal {
 pub async fn optimal_nodes(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Query(params): Query<OptimalParams>,
 ) -> ApiResult<axum::Json<Optimal>> {
     let mut problems = Vec::new();
@@ -125,7 +126,7 @@ pub async fn optimal_nodes(
     if !problems.is_empty() {
         return Err(ApiError::BadRequest(problems));
     }
-    let app = find_app(&state, &tag).await?;
+    let app = apps::find(&state, &tag).await?;
     let range = search_range(min, max, &app)?;
     let (ets, tts, models) = energy_and_time(&state, &app, allowed).await?;
     let nodes = || range.min_nodes..=range.max_nodes;
@@ -225,7 +226,7 @@ pub struct Pareto {
 pub async fn pareto(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Query(params): Query<ParetoParams>,
 ) -> ApiResult<axum::Json<Pareto>> {
     let mut problems = Vec::new();
@@ -237,7 +238,7 @@ pub async fn pareto(
     if !problems.is_empty() {
         return Err(ApiError::BadRequest(problems));
     }
-    let app = find_app(&state, &tag).await?;
+    let app = apps::find(&state, &tag).await?;
     let range = search_range(min, max, &app)?;
     let (ets, tts, models) = energy_and_time(&state, &app, allowed).await?;
     let front = capacity::pareto(range.min_nodes..=range.max_nodes, ets, tts);

@@ -13,14 +13,15 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
-use super::apps::{check_tag, find_app};
 use super::auth::{self, Authorized};
 use super::error::responses::{
     NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable, UnknownApp,
 };
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, Path, Query};
+use super::extract::{Json, Query};
+use crate::http::extract::AppPath;
 use crate::model::efficiency::{self as factors};
+use crate::service::apps;
 use crate::service::efficiency::{self, MeasurementRow, NewMeasurement};
 use crate::validate::{self, Errors};
 
@@ -240,10 +241,9 @@ fn check(input: MeasurementsInput) -> Result<Vec<NewMeasurement>, Vec<validate::
 pub async fn post_efficiency(
     _: Authorized<auth::Ingest>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Json(input): Json<MeasurementsInput>,
 ) -> ApiResult<(StatusCode, axum::Json<Stored>)> {
-    check_tag(&tag)?;
     let measurements = check(input).map_err(ApiError::Invalid)?;
     let (created, app_id) = efficiency::store(&state, &tag, &measurements).await?;
     let mut regions: Vec<&str> = measurements.iter().map(|m| m.region.as_str()).collect();
@@ -263,7 +263,7 @@ pub async fn post_efficiency(
     Ok((
         status,
         axum::Json(Stored {
-            app: tag,
+            app: tag.into(),
             created,
             replaced: measurements.len() - created,
             measurements: stored,
@@ -310,11 +310,11 @@ fn check_region(region: Option<&str>) -> ApiResult<()> {
 pub async fn get_efficiency(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Query(params): Query<RegionParams>,
 ) -> ApiResult<axum::Json<MeasurementList>> {
     check_region(params.region.as_deref())?;
-    let app = find_app(&state, &tag).await?;
+    let app = apps::find(&state, &tag).await?;
     let rows = efficiency::list(&state, app.id, params.region.as_deref()).await?;
     Ok(axum::Json(MeasurementList {
         app: app.tag.clone(),

@@ -7,12 +7,13 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::*;
 use crate::http::AppState;
-use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
 use crate::http::error::responses::{HeavyBusy, NeedsRead, Unauthorized, Unavailable};
 use crate::http::error::{ApiError, ApiResult, Problem};
-use crate::http::extract::{Path, Query, comma_separated};
+use crate::http::extract::AppPath;
+use crate::http::extract::{Query, comma_separated};
 use crate::model::efficiency::{self as factors, FactorFit, Family};
+use crate::service::apps;
 use crate::service::efficiency::MeasurementRow;
 use crate::validate::Errors;
 
@@ -176,12 +177,12 @@ fn targets_of(text: Option<&str>) -> ApiResult<Option<Vec<u64>>> {
 pub async fn get_scalability(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Query(params): Query<ScalabilityParams>,
 ) -> ApiResult<axum::Json<Scalability>> {
     check_region(params.region.as_deref())?;
     let targets = targets_of(params.targets.as_deref())?;
-    let app = find_app(&state, &tag).await?;
+    let app = apps::find(&state, &tag).await?;
     let rows = crate::service::efficiency::list(&state, app.id, params.region.as_deref()).await?;
     if rows.is_empty() {
         return Err(match params.region {

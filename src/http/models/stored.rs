@@ -7,15 +7,16 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::*;
 use crate::http::AppState;
-use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
 use crate::http::error::responses::{
     BadParameter, HeavyBusy, NeedsRead, Unauthorized, Unavailable, UnknownApp,
 };
 use crate::http::error::{ApiError, ApiResult, Problem};
-use crate::http::extract::{Path, Query};
+use crate::http::extract::AppPath;
+use crate::http::extract::Query;
 use crate::http::predictions::MetricName;
 use crate::model::Metric;
+use crate::service::apps;
 use crate::service::scaling::stored_model;
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -70,7 +71,7 @@ pub struct AppScalingModel {
 pub async fn get_scaling_model(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Query(params): Query<ScalingModelParams>,
 ) -> ApiResult<axum::Json<AppScalingModel>> {
     let targets = number_list("targets", params.targets.as_deref())
@@ -84,7 +85,7 @@ pub async fn get_scaling_model(
     }
     .check()
     .map_err(ApiError::BadRequest)?;
-    let app = find_app(&state, &tag).await?;
+    let app = apps::find(&state, &tag).await?;
     let metric: Metric = params.metric.unwrap_or(MetricName::Tts).into();
     let (runs, found) = stored_model(&state, app.id, metric, ask.settings.clone()).await?;
     let found =

@@ -9,7 +9,6 @@ use utoipa::ToSchema;
 
 use super::*;
 use crate::http::AppState;
-use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
 use crate::http::error::responses::{
     MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
@@ -19,6 +18,7 @@ use crate::http::extract::Json;
 use crate::model;
 use crate::predict;
 use crate::service::apps::AppRow;
+use crate::service::apps::find_app;
 use crate::service::predictions::{self, Predicted, Query};
 use crate::validate;
 

@@ -11,7 +11,8 @@ use crate::http::error::responses::{
     FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
 };
 use crate::http::error::{ApiError, ApiResult, Problem};
-use crate::http::extract::{Path, Query};
+use crate::http::extract::AppPath;
+use crate::http::extract::Query;
 use crate::model::{self, Metric, Model};
 use crate::predict;
 use crate::validate::FieldError;
@@ -91,7 +92,7 @@ pub struct Curve {
 pub async fn get_curve(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Query(params): Query<CurveParams>,
 ) -> ApiResult<axum::Json<Curve>> {
     let mut problems = Vec::new();

@@ -11,7 +11,8 @@ use crate::http::error::responses::{
     BadParameter, FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
 };
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::extract::{Path, Query};
+use crate::http::extract::AppPath;
+use crate::http::extract::Query;
 use crate::model::{self, Metric};
 use crate::predict;
 
@@ -100,7 +101,7 @@ impl From<&model::physics::Physics> for PhysicsInfo {
 pub async fn get_model(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Query(params): Query<ModelParams>,
 ) -> ApiResult<axum::Json<FittedModel>> {
     check_allowed("allowed_rmse_pct", params.allowed_rmse_pct)

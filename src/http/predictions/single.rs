@@ -6,15 +6,16 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::*;
-use crate::http::apps::find_app;
 use crate::http::auth::{self, Authorized};
 use crate::http::error::responses::{
     BadParameter, FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
 };
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::extract::{Path, Query};
+use crate::http::extract::AppPath;
+use crate::http::extract::Query;
 use crate::http::{AppState, json_reply};
 use crate::predict;
+use crate::service::apps;
 use crate::service::predictions;
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -66,7 +67,7 @@ pub struct PredictionParams {
 pub async fn get_predictions(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
-    Path(tag): Path<String>,
+    AppPath(tag): AppPath,
     Query(params): Query<PredictionParams>,
 ) -> ApiResult<Response> {
     let mut problems = Vec::new();
@@ -86,7 +87,7 @@ pub async fn get_predictions(
     let (Some(nodes), Some(scope)) = (nodes.filter(|_| problems.is_empty()), scope) else {
         return Err(ApiError::BadRequest(problems));
     };
-    let app = find_app(&state, &tag).await?;
+    let app = apps::find(&state, &tag).await?;
     let query = predictions::Query {
         nodes,
         scope,
