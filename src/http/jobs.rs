@@ -159,9 +159,18 @@ pub async fn list_jobs(
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Finished {
-    /// `finished` now, or `already_finished` (nothing changed).
-    pub status: String,
+    pub status: FinishStatus,
     pub run: Run,
+}
+
+/// What a job's end came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishStatus {
+    /// The job became a run now.
+    Finished,
+    /// It had become one before; nothing changed.
+    AlreadyFinished,
 }
 
 /// Report a job's end: it becomes a run in the history (so the predictor
@@ -192,11 +201,11 @@ pub async fn finish_job(
     Json(input): Json<FinishInput>,
 ) -> ApiResult<axum::Json<Finished>> {
     let (status, row) = match jobs::finish(&state, &source, &job_id, input).await? {
-        Finish::Finished(row) => ("finished", row),
-        Finish::AlreadyFinished(row) => ("already_finished", row),
+        Finish::Finished(row) => (FinishStatus::Finished, row),
+        Finish::AlreadyFinished(row) => (FinishStatus::AlreadyFinished, row),
     };
     Ok(axum::Json(Finished {
-        status: status.into(),
+        status,
         run: row.into(),
     }))
 }

@@ -76,8 +76,8 @@ pub(super) fn metric_prediction<'a>(
             low: p.low,
             high: p.high,
             kind: match p.source {
-                Source::History => "observed_range",
-                Source::Model => "95pct",
+                Source::History => IntervalKind::ObservedRange,
+                Source::Model => IntervalKind::Prediction95,
             },
         },
         flags: FlagNames(&p.flags),

@@ -70,8 +70,7 @@ pub struct BriefPrediction {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BatchAnswer {
     pub index: usize,
-    /// `ok` or `error`.
-    pub status: String,
+    pub status: AnswerStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_version: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -83,6 +82,15 @@ pub struct BatchAnswer {
     /// Why the query failed: the HTTP status it would have had alone, and the fields.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<Problem>,
+}
+
+/// Whether a batch query was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AnswerStatus {
+    Ok,
+    /// The query failed alone: `error` says why.
+    Error,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -129,7 +137,7 @@ pub async fn post_predictions(
         let answer = match answer(&state, &mut apps, index, value, allowed).await {
             Ok(ok) => BatchAnswer {
                 index,
-                status: "ok".into(),
+                status: AnswerStatus::Ok,
                 model_version: Some(ok.model_version),
                 predictions: ok.predictions,
                 apc_bounds: ok.apc_bounds,
@@ -138,7 +146,7 @@ pub async fn post_predictions(
             },
             Err(problem) => BatchAnswer {
                 index,
-                status: "error".into(),
+                status: AnswerStatus::Error,
                 model_version: None,
                 predictions: Vec::new(),
                 apc_bounds: None,

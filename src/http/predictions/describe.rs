@@ -13,10 +13,34 @@ use crate::predict::Fitted;
 pub struct Interval {
     pub low: f64,
     pub high: f64,
-    /// `observed_range` (min and max of the runs at this node count) or
-    /// `95pct` (the model's prediction interval).
-    #[schema(example = "95pct")]
-    pub kind: &'static str,
+    pub kind: IntervalKind,
+}
+
+/// What an interval is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub enum IntervalKind {
+    /// The min and max of the runs at this node count.
+    #[serde(rename = "observed_range")]
+    ObservedRange,
+    /// The model's 95 % prediction interval.
+    #[serde(rename = "95pct")]
+    Prediction95,
+}
+
+/// Whether a segment is a straight line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentKindName {
+    Linear,
+    NonLinear,
+}
+
+/// How a model continues beyond the measured range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ContinuationKind {
+    Linear,
+    PowerLaw,
 }
 
 /// One segment of a segmented model: value(x) = Σ coefficients[k]·(x − from)ᵏ,
@@ -28,8 +52,7 @@ pub struct SegmentInfo {
     pub from_nodes: f64,
     /// Its last node count.
     pub to_nodes: f64,
-    /// `linear` or `non_linear`.
-    pub kind: String,
+    pub kind: SegmentKindName,
     pub degree: usize,
     pub coefficients: Vec<f64>,
 }
@@ -91,8 +114,7 @@ pub struct Extrapolation {
 /// value·(n / from_nodes)^exponent, with the same value and slope there.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ContinuationInfo {
-    /// `linear` or `power_law`.
-    pub kind: String,
+    pub kind: ContinuationKind,
     pub from_nodes: f64,
     pub value: f64,
     pub slope: f64,
@@ -104,11 +126,10 @@ impl From<model::Continuation> for ContinuationInfo {
     fn from(c: model::Continuation) -> Self {
         ContinuationInfo {
             kind: if c.exponent.is_some() {
-                "power_law"
+                ContinuationKind::PowerLaw
             } else {
-                "linear"
-            }
-            .into(),
+                ContinuationKind::Linear
+            },
             from_nodes: c.from_nodes,
             value: c.value,
             slope: c.slope,
@@ -238,8 +259,8 @@ pub(super) fn curve_info(c: &Candidate) -> CurveInfo {
                         from_nodes: nodes(s.lo),
                         to_nodes: nodes(s.hi),
                         kind: match s.kind {
-                            model::SegmentKind::Linear => "linear".into(),
-                            model::SegmentKind::NonLinear => "non_linear".into(),
+                            model::SegmentKind::Linear => SegmentKindName::Linear,
+                            model::SegmentKind::NonLinear => SegmentKindName::NonLinear,
                         },
                         degree: s.degree,
                         coefficients: s.coeffs[..=s.degree].to_vec(),
