@@ -90,8 +90,6 @@ pub const JOB_ID_MAX: usize = 128;
 pub const ACCOUNT_MAX: usize = 128;
 pub const NODE_NAME_MAX: usize = 64;
 
-/// An identifier: 1 to `max` characters from `A-Z a-z 0-9 . _ : @ + = -`,
-/// starting with a letter or digit.
 /// An application tag, checked once where it enters: 1 to `TAG_MAX`
 /// characters of `A-Z a-z 0-9 . _ : @ + = -`, starting with a letter or digit.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -128,6 +126,8 @@ impl std::fmt::Display for Tag {
     }
 }
 
+/// An identifier: 1 to `max` characters from `A-Z a-z 0-9 . _ : @ + = -`,
+/// starting with a letter or digit.
 pub fn identifier(value: &str, max: usize) -> Result<(), String> {
     let len = value.chars().count();
     if len == 0 {

@@ -7,7 +7,7 @@
 //! - **energy**: the job's predicted EtS must fit in what its account's
 //!   budget has left (limit − consumed − committed by running jobs).
 //!
-//! The answer is advice: it reserves nothing. A job start (`POST /v1/jobs`)
+//! The answer is advice: it reserves nothing. A job start (`jobs::start`)
 //! makes the same decision again under a lock and stores the job in the same
 //! transaction, so that two jobs cannot both take headroom only one fits in.
 
@@ -52,7 +52,7 @@ pub struct AdmissionInput {
 }
 
 /// The fields a job start and an admission question share, checked alike.
-pub struct JobShape<'a> {
+pub(crate) struct JobShape<'a> {
     pub app: &'a str,
     pub nodes: Option<i64>,
     pub node_list: Option<&'a str>,
@@ -212,7 +212,7 @@ pub struct Admission {
 }
 
 /// A job about to be admitted.
-pub struct Candidate<'a> {
+pub(crate) struct Candidate<'a> {
     pub app: &'a str,
     pub nodes: u32,
     pub scope: &'a NodeScope,
@@ -224,7 +224,7 @@ pub struct Candidate<'a> {
 /// Decide on `job` against `load` (the running jobs and nodes) and the caps
 /// and budget read through `conn` (inside the admission lock, with a fresh
 /// load, for a job start).
-pub async fn decide(
+pub(crate) async fn decide(
     conn: &mut PgConnection,
     load: &Load,
     job: &Candidate<'_>,

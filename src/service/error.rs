@@ -6,10 +6,10 @@ use crate::validate::FieldError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Well-formed input that breaks a rule (422).
+    /// Well-formed input that breaks a rule, field by field.
     #[error("invalid request")]
     Invalid(Vec<FieldError>),
-    /// Malformed input: JSON syntax, query string or path parameters (400).
+    /// Malformed input: syntax, or a parameter that is not what it names.
     #[error("bad request")]
     BadRequest(Vec<FieldError>),
     #[error("unauthorized: {0}")]
@@ -29,7 +29,7 @@ pub enum Error {
     UnsupportedMediaType,
     #[error("service unavailable: {0}")]
     Unavailable(&'static str),
-    /// Too much heavy work under way: retry shortly (429).
+    /// Too much heavy work under way: retry shortly.
     #[error("busy: {0}")]
     Busy(&'static str),
     #[error("internal error: {0:#}")]

@@ -94,7 +94,7 @@ pub struct Job {
 }
 
 impl Job {
-    pub fn from_row(j: JobRow, now: DateTime<Utc>, expiry: Expiry) -> Self {
+    pub(crate) fn from_row(j: JobRow, now: DateTime<Utc>, expiry: Expiry) -> Self {
         let elapsed = (now - j.started_at).as_seconds_f64();
         let reservation_ends_at = expiry.ends_at(j.started_at, j.time_limit_s);
         Job {
@@ -124,7 +124,7 @@ impl Job {
 
 /// What a job of `app` on `nodes` is predicted to need, and the power it
 /// reserves.
-pub struct Estimate {
+pub(crate) struct Estimate {
     pub apc_w: Option<f64>,
     pub ets_j: Option<f64>,
     pub tts_s: Option<f64>,
@@ -132,7 +132,7 @@ pub struct Estimate {
     pub basis: ReservedBasis,
 }
 
-pub async fn estimate(
+pub(crate) async fn estimate(
     service: &Service,
     app: Option<&AppRow>,
     nodes: u32,
@@ -194,7 +194,7 @@ pub enum Start {
 /// Report a job's start: it is stored as running, with its prediction and
 /// the power it reserves.
 ///
-/// The admission decision (`POST /v1/admission`) is made again under a lock
+/// The admission decision (`admission::advise`) is made again under a lock
 /// and the job stored in the same transaction, so concurrent starts cannot
 /// together pass a cap or budget only one of them fits in. A job that does
 /// not fit is refused (nothing stored) unless `force` is set.
@@ -468,7 +468,7 @@ pub async fn finish(
     };
     let run = ingest::validate(draft, Utc::now()).map_err(Error::Invalid)?;
     // The run and the job's removal commit together (store::runs::insert_batch),
-    // also when the run was stored before with other values (409).
+    // also when the run was stored before with other values (a conflict).
     let stored = store_one(service, run, "this job").await;
     service.caches.forget_load();
     let (_, id) = stored?;

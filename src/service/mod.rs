@@ -64,8 +64,8 @@ impl Service {
 
     /// Run `work`, a CPU-heavy computation, on a blocking thread under one of
     /// the `heavy` permits, so that it never holds up the async workers
-    /// that answer predictions; with every permit taken, 429 at once (with
-    /// `Retry-After`) rather than a queue that grows under load.
+    /// that answer predictions; with every permit taken, `Error::Busy` at
+    /// once rather than a queue that grows under load.
     pub async fn offload<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,

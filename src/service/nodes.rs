@@ -94,9 +94,9 @@ pub async fn list(
 /// Store power samples, one outcome each, in order. Every replica drops the
 /// node powers it keeps.
 pub async fn add_samples(service: &Service, samples: &[NewSample]) -> Result<Vec<SampleOutcome>> {
-    let stored = store::nodes::insert_samples(&service.pool, samples).await;
+    let stored = store::nodes::insert_samples(&service.pool, samples).await?;
     service.caches.forget_nodes();
-    Ok(stored?)
+    Ok(stored)
 }
 
 /// Each node's power under `workload` (in `partition`) over the service's

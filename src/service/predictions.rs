@@ -220,7 +220,6 @@ pub struct Query {
 /// What one query is answered with: its metrics' models and predictions,
 /// consistent and flagged, and the answers of its node scope.
 pub struct Predicted {
-    pub nodes: u32,
     pub aggregate: AggregateName,
     pub models: Vec<Arc<Fitted>>,
     pub predictions: Vec<Prediction>,
@@ -245,7 +244,6 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
     physics_flags(service, app, &models, nodes, &mut predictions).await?;
     outage_flags(service, &mut predictions);
     Ok(Predicted {
-        nodes,
         aggregate,
         models,
         predictions,
@@ -411,7 +409,7 @@ pub fn scope_nodes(
 }
 
 /// The APC bounds of n nodes and the node set's predictions, where nodes are
-/// classified; a node list naming unknown nodes is refused (422).
+/// classified; a node list naming unknown nodes is refused (`Invalid`).
 pub async fn node_answers(
     service: &Service,
     app: &AppRow,

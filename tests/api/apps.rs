@@ -247,10 +247,21 @@ async fn runs_are_listed_with_filters_and_cursor_pagination() {
 }
 
 /// Every `/v1/apps/{app}/…` route checks the tag where it enters (the
-/// `AppPath` extractor): a bad one is a 400 naming `app`, before any lookup.
+/// `AppPath` extractor): a bad one is a 400 naming `app` and nothing else,
+/// before the query or the body is looked at, so a bad tag wins over a bad
+/// parameter too.
 #[tokio::test]
 async fn every_application_route_refuses_a_bad_tag_naming_app() {
     let app = TestApp::new().await;
+    let only_app = |reply: &crate::support::Reply, what: &str| {
+        assert_eq!(
+            reply.status,
+            StatusCode::BAD_REQUEST,
+            "{what}: {:#}",
+            reply.body
+        );
+        assert_eq!(reply.error_fields(), ["app"], "{what}: {:#}", reply.body);
+    };
     for path in [
         "/v1/apps/-lead",
         "/v1/apps/-lead/runs",
@@ -263,8 +274,23 @@ async fn every_application_route_refuses_a_bad_tag_naming_app() {
         "/v1/apps/-lead/pareto",
         "/v1/apps/-lead/efficiency",
         "/v1/apps/-lead/scalability",
+        // A bad parameter as well: the tag is named, not the parameter.
+        "/v1/apps/-lead/predictions?nodes=0",
+        "/v1/apps/-lead/max-nodes",
     ] {
-        let reply = app.get(path, &app.read).await;
-        reply.assert_field_error(StatusCode::BAD_REQUEST, "app");
+        only_app(&app.get(path, &app.read).await, path);
     }
+    let put = app.put("/v1/apps/-lead", &app.admin, &json!({})).await;
+    only_app(&put, "PUT /v1/apps/-lead");
+    let measurement = json!({"measurements": [{"processes": 4, "load_balance": 0.9,
+                                               "serialization": 0.9, "transfer": 0.9}]});
+    let post = app
+        .post("/v1/apps/-lead/efficiency", &app.ingest, &measurement)
+        .await;
+    only_app(&post, "POST /v1/apps/-lead/efficiency");
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM applications")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0, "nothing was created for a bad tag");
 }

@@ -113,47 +113,46 @@ fn every_reference_stays_inside_the_repository() {
 }
 
 /// The crate modules a source file or directory under src/ names
-/// (`crate::x`), outside comments.
+/// (`crate::x`, or each item of `crate::{x, y::z}`, across lines), outside
+/// comments.
 fn crate_dependencies(path: &Path) -> std::collections::BTreeSet<String> {
+    assert!(path.exists(), "{} does not exist", path.display());
     let mut found = std::collections::BTreeSet::new();
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
     for file in files_under(path, &["rs"]) {
         let text = std::fs::read_to_string(&file).unwrap();
-        for line in text.lines() {
-            let code = line.split("//").next().unwrap_or_default();
-            let mut rest = code;
-            while let Some(at) = rest.find("crate::") {
-                rest = &rest[at + "crate::".len()..];
-                let ident = |s: &str| -> String {
-                    s.trim_start()
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect()
-                };
-                match rest.strip_prefix('{') {
-                    // `crate::{a, b::c, …}`: the first segment of each item
-                    // at the top level of the braces (on this line).
-                    Some(inner) => {
-                        let mut depth = 0;
-                        let mut start = 0;
-                        for (i, c) in inner.char_indices() {
-                            match c {
-                                '{' => depth += 1,
-                                '}' if depth == 0 => {
-                                    found.insert(ident(&inner[start..i]));
-                                    break;
-                                }
-                                '}' => depth -= 1,
-                                ',' if depth == 0 => {
-                                    found.insert(ident(&inner[start..i]));
-                                    start = i + 1;
-                                }
-                                _ => {}
-                            }
-                        }
+        let code: Vec<&str> = text
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or_default())
+            .collect();
+        let code = code.join("\n");
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find("crate::") {
+            rest = &rest[at + "crate::".len()..];
+            let Some(inner) = rest.strip_prefix('{') else {
+                found.insert(ident(rest));
+                continue;
+            };
+            // The first segment of each item at the top level of the braces.
+            let (mut depth, mut start) = (0, 0);
+            for (i, c) in inner.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        found.insert(ident(&inner[start..i]));
+                        break;
                     }
-                    None => {
-                        found.insert(ident(rest));
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        found.insert(ident(&inner[start..i]));
+                        start = i + 1;
                     }
+                    _ => {}
                 }
             }
         }
@@ -169,15 +168,17 @@ fn dependencies_are_read_through_braces() {
     let file = dir.join("m.rs");
     std::fs::write(
         &file,
-        "use crate::{http, store::{self, jobs}, service};\nuse crate::model::x; // crate::cache\n",
+        "use crate::{http, store::{self, jobs}, service};\nuse crate::model::x; // crate::cache\n\
+         use crate::{\n    db,\n    // crate::tokens\n    ingest::{self, Outcome},\n};\n",
     )
     .unwrap();
     let found = crate_dependencies(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
-    let expected: std::collections::BTreeSet<String> = ["http", "store", "service", "model"]
-        .into_iter()
-        .map(String::from)
-        .collect();
+    let expected: std::collections::BTreeSet<String> =
+        ["http", "store", "service", "model", "db", "ingest"]
+            .into_iter()
+            .map(String::from)
+            .collect();
     assert_eq!(found, expected);
 }
 
