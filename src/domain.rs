@@ -67,3 +67,63 @@ impl std::fmt::Display for ReservedBasis {
         f.write_str(self.as_str())
     }
 }
+
+/// What is predicted.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = MetricName)]
+pub enum Metric {
+    /// Energy-to-Solution, joules.
+    Ets,
+    /// Average Power Consumption, watts.
+    Apc,
+    /// Time-to-Solution, seconds.
+    Tts,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 3] = [Metric::Ets, Metric::Apc, Metric::Tts];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Ets => "ets",
+            Metric::Apc => "apc",
+            Metric::Tts => "tts",
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::Ets => "J",
+            Metric::Apc => "W",
+            Metric::Tts => "s",
+        }
+    }
+
+    /// The exponent e of value ∝ nᵉ under ideal scaling, used when a single
+    /// node count has been measured.
+    pub fn ideal_exponent(self, mode: ScalingMode) -> f64 {
+        match (mode, self) {
+            (_, Metric::Apc) => 1.0,
+            (ScalingMode::Weak, Metric::Ets) => 1.0,
+            (ScalingMode::Weak, Metric::Tts) => 0.0,
+            (_, Metric::Ets) => 0.0,
+            (_, Metric::Tts) => -1.0,
+        }
+    }
+}
+
+/// How runs at a measured node count are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = AggregateName)]
+pub enum Aggregate {
+    /// Quality-weighted mean of the runs at a measured node count.
+    #[default]
+    Mean,
+    Min,
+    /// The largest measured value (what a power-cap check wants).
+    Max,
+}

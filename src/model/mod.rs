@@ -32,59 +32,8 @@ pub use select::{Candidate, Regime, Selection};
 /// The allowed %RMSE when neither the request nor the application sets one.
 pub const DEFAULT_ALLOWED_RMSE_PCT: f64 = 2.0;
 
-/// What is predicted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Metric {
-    /// Energy-to-Solution, joules.
-    Ets,
-    /// Average Power Consumption, watts.
-    Apc,
-    /// Time-to-Solution, seconds.
-    Tts,
-}
-
-impl Metric {
-    pub const ALL: [Metric; 3] = [Metric::Ets, Metric::Apc, Metric::Tts];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Metric::Ets => "ets",
-            Metric::Apc => "apc",
-            Metric::Tts => "tts",
-        }
-    }
-
-    pub fn unit(self) -> &'static str {
-        match self {
-            Metric::Ets => "J",
-            Metric::Apc => "W",
-            Metric::Tts => "s",
-        }
-    }
-
-    /// The exponent e of value ∝ nᵉ under ideal scaling, used when a single
-    /// node count has been measured.
-    pub fn ideal_exponent(self, mode: ScalingMode) -> f64 {
-        match (mode, self) {
-            (_, Metric::Apc) => 1.0,
-            (ScalingMode::Weak, Metric::Ets) => 1.0,
-            (ScalingMode::Weak, Metric::Tts) => 0.0,
-            (_, Metric::Ets) => 0.0,
-            (_, Metric::Tts) => -1.0,
-        }
-    }
-}
-
 pub use crate::domain::ScalingMode;
-
-/// How runs at a measured node count are combined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Aggregate {
-    /// Quality-weighted mean.
-    Mean,
-    Min,
-    Max,
-}
+pub use crate::domain::{Aggregate, Metric};
 
 /// One run's value of a metric.
 #[derive(Debug, Clone, Copy, PartialEq)]

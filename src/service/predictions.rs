@@ -18,57 +18,11 @@ use crate::validate::{self, FieldError, Tag};
 /// Most node names one answer lists (a node set may hold 100,000).
 pub const MAX_NAMES_SHOWN: usize = 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum MetricName {
-    /// Energy-to-Solution (J)
-    Ets,
-    /// Average Power Consumption (W)
-    Apc,
-    /// Time-to-Solution (s)
-    Tts,
-}
-
-impl From<MetricName> for Metric {
-    fn from(m: MetricName) -> Self {
-        match m {
-            MetricName::Ets => Metric::Ets,
-            MetricName::Apc => Metric::Apc,
-            MetricName::Tts => Metric::Tts,
-        }
-    }
-}
-
-impl From<Metric> for MetricName {
-    fn from(m: Metric) -> Self {
-        match m {
-            Metric::Ets => MetricName::Ets,
-            Metric::Apc => MetricName::Apc,
-            Metric::Tts => MetricName::Tts,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum AggregateName {
-    /// Quality-weighted mean of the runs at a measured node count.
-    #[default]
-    Mean,
-    Min,
-    /// The largest measured value (what a power-cap check wants).
-    Max,
-}
-
-impl From<AggregateName> for Aggregate {
-    fn from(a: AggregateName) -> Self {
-        match a {
-            AggregateName::Mean => Aggregate::Mean,
-            AggregateName::Min => Aggregate::Min,
-            AggregateName::Max => Aggregate::Max,
-        }
-    }
-}
+/// A metric as the API names it (`MetricName` in the document): the
+/// domain's own enum, which the model computes with.
+pub type MetricName = Metric;
+/// How runs are combined, as the API names it (`AggregateName`).
+pub type AggregateName = Aggregate;
 
 pub fn check_nodes(field: &str, nodes: i64) -> std::result::Result<u32, FieldError> {
     validate::node_count(nodes).map_err(|reason| FieldError::new(field, reason))
@@ -182,7 +136,7 @@ impl Consistent {
         let predictions = consistency::predict(
             [&models[0].model, &models[1].model, &models[2].model],
             nodes,
-            aggregate.into(),
+            aggregate,
         );
         Ok(Consistent {
             models,
@@ -271,7 +225,7 @@ pub async fn model(
 }
 
 fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
-    metric.map_or_else(|| Metric::ALL.to_vec(), |m| vec![m.into()])
+    metric.map_or_else(|| Metric::ALL.to_vec(), |m| vec![m])
 }
 
 /// Flag extrapolations that depart from the application's physics model
@@ -455,7 +409,7 @@ pub async fn node_answers(
         .best_node_apc(&service.pool, app, &powers, allowed)
         .await
         .map_err(|e| predict_error(&app.tag, e))?;
-    let best = best_model.model.predict(nodes, aggregate.into());
+    let best = best_model.model.predict(nodes, aggregate);
     let scale = &powers.scale;
     let max_peak = powers.peak_w.values().copied().reduce(f64::max);
     let bounds = ApcBounds {

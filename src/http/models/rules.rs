@@ -16,8 +16,8 @@ use crate::http::error::responses::{
 use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::Json;
 use crate::http::predictions::MetricName;
+use crate::model::pmnf;
 use crate::model::search::Settings;
-use crate::model::{Metric, pmnf};
 use crate::service::scaling::stored_model;
 
 /// Most rules per check.
@@ -173,7 +173,7 @@ pub async fn check_rules(
             ));
             continue;
         };
-        match stored_model(&state, app.id, operand.metric.into(), Settings::default()).await? {
+        match stored_model(&state, app.id, operand.metric, Settings::default()).await? {
             (_, Ok(found)) => {
                 models.insert(operand, found.model);
             }
@@ -210,7 +210,7 @@ pub async fn check_rules(
             let sum = rule
                 .right
                 .iter()
-                .map(|o| format!("{} {}", o.app, Metric::from(o.metric).as_str()))
+                .map(|o| format!("{} {}", o.app, o.metric.as_str()))
                 .collect::<Vec<_>>()
                 .join(" + ");
             RuleResult {
@@ -220,7 +220,7 @@ pub async fn check_rules(
                 statement: format!(
                     "{} {} ({}) {words} {sum} ({}): {}",
                     rule.left.app,
-                    Metric::from(rule.left.metric).as_str(),
+                    rule.left.metric.as_str(),
                     expectation::big_o(left),
                     expectation::big_o(right),
                     if holds { "holds" } else { "violated" }

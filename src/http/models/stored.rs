@@ -86,13 +86,13 @@ pub async fn get_scaling_model(
     .check()
     .map_err(ApiError::BadRequest)?;
     let app = apps::find(&state, &tag).await?;
-    let metric: Metric = params.metric.unwrap_or(MetricName::Tts).into();
+    let metric: Metric = params.metric.unwrap_or(MetricName::Tts);
     let (runs, found) = stored_model(&state, app.id, metric, ask.settings.clone()).await?;
     let found =
         found.map_err(|e| ApiError::invalid("runs", format!("application `{tag}`: {e}")))?;
     Ok(axum::Json(AppScalingModel {
         app: app.tag.clone(),
-        metric: metric.into(),
+        metric,
         unit: metric.unit().into(),
         runs,
         scaling: scaling_model(&found, runs, &ask, None, None),

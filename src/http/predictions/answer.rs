@@ -65,7 +65,7 @@ pub(super) fn metric_prediction<'a>(
     let [model, history, backtest] = rendered(fitted);
     let metric = fitted.model.options.metric;
     MetricPrediction {
-        metric: metric.into(),
+        metric,
         value: p.value,
         unit: metric.unit(),
         source: source_name(p.source),

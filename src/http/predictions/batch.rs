@@ -215,7 +215,7 @@ pub(super) async fn answer(
         .map(|(fitted, p)| {
             let model = &fitted.model;
             BriefPrediction {
-                metric: model.options.metric.into(),
+                metric: model.options.metric,
                 value: p.value,
                 unit: model.options.metric.unit(),
                 source: source_name(p.source),

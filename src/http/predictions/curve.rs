@@ -131,7 +131,7 @@ pub async fn get_curve(
     if !problems.is_empty() {
         return Err(ApiError::BadRequest(problems));
     }
-    let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
+    let metric: Metric = params.metric.unwrap_or(MetricName::Ets);
     let (app, fitted) =
         crate::service::predictions::model(&state, &tag, metric, params.allowed_rmse_pct).await?;
     let model = &fitted.model;
@@ -161,7 +161,7 @@ pub async fn get_curve(
     Ok(axum::Json(Curve {
         model_version: predict::model_version(&app),
         app: app.tag.clone(),
-        metric: metric.into(),
+        metric,
         unit: metric.unit().into(),
         curve,
         history: history_points(model),

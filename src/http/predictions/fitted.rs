@@ -106,7 +106,7 @@ pub async fn get_model(
 ) -> ApiResult<axum::Json<FittedModel>> {
     check_allowed("allowed_rmse_pct", params.allowed_rmse_pct)
         .map_err(|e| ApiError::BadRequest(vec![e]))?;
-    let metric: Metric = params.metric.unwrap_or(MetricName::Ets).into();
+    let metric: Metric = params.metric.unwrap_or(MetricName::Ets);
     let (app, fitted) =
         crate::service::predictions::model(&state, &tag, metric, params.allowed_rmse_pct).await?;
     let physics = state
@@ -120,7 +120,7 @@ pub async fn get_model(
         model_version: predict::model_version(&app),
         scaling_mode: app.scaling_mode,
         app: app.tag.clone(),
-        metric: metric.into(),
+        metric,
         unit: metric.unit().into(),
         model: model_info(model),
         history: history_summary(model),
