@@ -127,3 +127,39 @@ pub enum Aggregate {
     /// The largest measured value (what a power-cap check wants).
     Max,
 }
+
+/// Whether a scaling-model search (docs/model.md §6.2) takes terms with
+/// negative exponents as hypotheses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+#[schema(as = NegativeName)]
+pub enum Negative {
+    /// When the data fall with p (the default).
+    Auto,
+    Always,
+    Never,
+}
+
+/// The three outcomes of comparing a model's leading term with an
+/// expectation (docs/model.md §6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = OutcomeName)]
+pub enum Outcome {
+    /// The model grows no faster than expected: δ(p) is O(1).
+    Match,
+    /// Faster, but within the deviation limit.
+    Approximate,
+    /// Faster than the deviation limit allows.
+    NoMatch,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Match => "match",
+            Outcome::Approximate => "approximate",
+            Outcome::NoMatch => "no_match",
+        }
+    }
+}

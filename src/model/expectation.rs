@@ -56,23 +56,7 @@ pub fn parse(text: &str) -> Result<Shape, ParseError> {
     Ok(shape)
 }
 
-/// The three outcomes of §6.3.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Match,
-    Approximate,
-    NoMatch,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Match => "match",
-            Outcome::Approximate => "approximate",
-            Outcome::NoMatch => "no_match",
-        }
-    }
-}
+pub use crate::domain::Outcome;
 
 /// A model's leading term compared with an expectation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

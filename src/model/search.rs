@@ -33,14 +33,7 @@ use std::fmt;
 
 use super::pmnf::{Exponent, Model, Shape, Term};
 
-/// Whether terms with negative exponents are hypotheses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Negative {
-    /// When the data fall with p.
-    Auto,
-    Always,
-    Never,
-}
+pub use crate::domain::Negative;
 
 /// What the search considers.
 #[derive(Debug, Clone, PartialEq)]

@@ -69,26 +69,8 @@ pub struct PredictionAt {
     pub extrapolated: bool,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum OutcomeName {
-    /// The model grows no faster than expected: δ(p) is O(1).
-    Match,
-    /// Faster, but within the deviation limit.
-    Approximate,
-    /// Faster than the deviation limit allows.
-    NoMatch,
-}
-
-impl From<Outcome> for OutcomeName {
-    fn from(o: Outcome) -> Self {
-        match o {
-            Outcome::Match => OutcomeName::Match,
-            Outcome::Approximate => OutcomeName::Approximate,
-            Outcome::NoMatch => OutcomeName::NoMatch,
-        }
-    }
-}
+/// An expectation's outcome as the API names it (`OutcomeName`).
+pub type OutcomeName = Outcome;
 
 /// The model's leading term against the expectation.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -147,24 +129,9 @@ pub struct AskInput {
     pub max_terms: Option<i64>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum NegativeName {
-    /// When the data fall with p (the default).
-    Auto,
-    Always,
-    Never,
-}
-
-impl From<NegativeName> for Negative {
-    fn from(n: NegativeName) -> Self {
-        match n {
-            NegativeName::Auto => Negative::Auto,
-            NegativeName::Always => Negative::Always,
-            NegativeName::Never => Negative::Never,
-        }
-    }
-}
+/// Negative exponents, as the API and the command line name the choice
+/// (`NegativeName`).
+pub type NegativeName = Negative;
 
 impl AskInput {
     /// Check every option, naming the field of each problem.
@@ -238,7 +205,7 @@ impl AskInput {
             settings.log_powers = powers;
         }
         if let Some(negative) = self.negative {
-            settings.negative = negative.into();
+            settings.negative = negative;
         }
         if let Some(terms) = self.max_terms {
             match usize::try_from(terms) {
@@ -329,7 +296,7 @@ pub fn scaling_model(
                 leading_term: expectation::big_o(leading),
                 divergence: c.divergence.to_string(),
                 deviation_limit: expectation::big_o(ask.deviation),
-                outcome: c.outcome.into(),
+                outcome: c.outcome,
             }
         }),
     }
