@@ -153,9 +153,7 @@ impl<S: Send + Sync> FromRequestParts<S> for AppPath {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let Path(tag) = Path::<String>::from_request_parts(parts, state).await?;
-        Tag::parse(&tag)
-            .map(AppPath)
-            .map_err(|reason| ApiError::bad_request("app", reason))
+        crate::service::apps::check_tag(&tag).map(AppPath)
     }
 }
 

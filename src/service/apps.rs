@@ -9,7 +9,7 @@ use crate::store::{self, runs::RunRow};
 use crate::validate::Tag;
 
 /// `tag` as a tag (`BadRequest` naming `app` otherwise).
-fn check_tag(tag: &str) -> Result<Tag> {
+pub fn check_tag(tag: &str) -> Result<Tag> {
     Tag::parse(tag).map_err(|reason| Error::bad_request("app", reason))
 }
 
