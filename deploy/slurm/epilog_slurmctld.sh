@@ -19,6 +19,8 @@
 # nor "consumed" in its account's budget, which looks that much larger.
 #
 # Slurm only logs a failing EpilogSlurmctld; this script always exits 0.
+# An end this script misses (slurmctld kills it when it requeues the job, or
+# the service cannot be reached) is caught by reconcile.sh.
 # A 404 (the job was never recorded: the prolog failed open, or the job was
 # refused with 409) is normal.
 #
@@ -52,8 +54,8 @@ log() { # priority message...
 }
 
 give_up() {
-	log err "$*; if the job was recorded, it keeps its power reservation until removed" \
-		"(DELETE /v1/jobs/...; GET /v1/jobs flags it stale after twice its predicted TtS)"
+	log err "$*; if the job was recorded, it keeps its power reservation until reconcile.sh" \
+		"releases it (or DELETE /v1/jobs/...; GET /v1/jobs flags it stale after twice its predicted TtS)"
 	exit 0
 }
 

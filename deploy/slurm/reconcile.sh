@@ -1,0 +1,197 @@
+#!/bin/bash
+# shellcheck disable=SC2016  # $names in single quotes are jq variables, not shell ones
+# Joulecast reconciliation (example): releases the power reservations of
+# jobs that the service still holds as running but that Slurm no longer
+# runs, with DELETE /v1/jobs/{source}/{job_id}.
+#
+# The epilog (epilog_slurmctld.sh) releases a job when it ends. It can miss:
+#   * slurmctld kills a job's running EpilogSlurmctld when it requeues the
+#     job (its scripts are flushed), which happens when the node fails
+#     while the job is being launched;
+#   * the service was unreachable when the epilog ran;
+#   * slurmctld stopped or failed over while the epilog ran.
+# Without this script such a job keeps its reservation until it expires
+# (its time limit plus the service's grace period).
+#
+# Run it (as SlurmUser or root, on a host where squeue works):
+#   * from a node-down trigger, for a prompt release when a node fails:
+#       sudo -u slurm strigger --set --node --down --flags=perm \
+#         --program=/usr/local/libexec/joulecast/reconcile.sh
+#   * every few minutes, for the other cases: joulecast-reconcile.timer.
+#
+# The rule: a job the service holds for this source is released when Slurm
+# shows it PENDING (requeued), in a final state, or not at all (purged
+# after MinJobAge). Any other state (CONFIGURING, RUNNING, COMPLETING,
+# SUSPENDED, REQUEUED while completing, ...) keeps it: the epilog, or the
+# next run, deals with it. Nothing is released unless squeue answered and
+# can see every user's jobs (root, SlurmUser, or PrivateData without
+# "jobs"). The source must be this cluster's alone: a job of this source
+# that Slurm does not know is released.
+#
+# A requeued job cannot start again between this script's squeue and its
+# DELETE (well under a second): Slurm holds requeued jobs back (BeginTime).
+#
+#   reconcile.sh [--dry-run] [node...]
+#     --dry-run  say what would be released, release nothing
+#     node...    ignored (strigger passes the nodes that went down)
+#
+# Exit status: 0 when every release was done (or none was needed); 1 when
+# the service or squeue could not be asked or a release failed, so that
+# the timer's unit shows failed. Settings: the defaults below, overridden by
+# /etc/slurm/joulecast-slurm.conf (shell syntax). Needs bash, squeue,
+# scontrol, curl and jq.
+
+set -u
+export PATH=/usr/bin:/bin:/usr/sbin:/sbin
+umask 077
+
+JOULECAST_URL="http://joulecast.example.org:8080"
+# A `schedule` token (it may list and release jobs), as the prolog's.
+JOULECAST_TOKEN_FILE="/etc/slurm/joulecast.token"
+JOULECAST_TIMEOUT_S=10
+# The jobs' system in Joulecast; empty: ClusterName from `scontrol show config`.
+JOULECAST_SOURCE=""
+JOULECAST_SQUEUE=squeue
+JOULECAST_SCONTROL=scontrol
+JOULECAST_CURL=curl
+JOULECAST_JQ=jq
+
+conf=${JOULECAST_SLURM_CONF:-/etc/slurm/joulecast-slurm.conf}
+if [[ -r $conf ]]; then
+	# shellcheck source=/dev/null
+	. "$conf"
+fi
+
+dry_run=false
+for arg in "$@"; do
+	case $arg in
+	--dry-run) dry_run=true ;;
+	-h | --help)
+		echo "usage: $0 [--dry-run]"
+		exit 0
+		;;
+	-*)
+		echo "usage: $0 [--dry-run]" >&2
+		exit 2
+		;;
+	*) ;; # strigger passes the nodes that went down: every job is looked at anyway
+	esac
+done
+
+log() { # priority message...
+	local priority=$1 msg
+	shift
+	msg=${*//[[:cntrl:]]/ }
+	logger -t joulecast-reconcile -p "daemon.$priority" -- "$msg" 2>/dev/null || true
+	printf 'joulecast-reconcile: %s: %s\n' "$priority" "$msg" >&2
+}
+
+die() {
+	log err "$*; nothing released"
+	exit 1
+}
+
+for tool in "$JOULECAST_SQUEUE" "$JOULECAST_SCONTROL" "$JOULECAST_CURL" "$JOULECAST_JQ"; do
+	command -v "$tool" >/dev/null || die "$tool not found"
+done
+
+token=""
+if [[ -r $JOULECAST_TOKEN_FILE ]]; then
+	read -r token <"$JOULECAST_TOKEN_FILE" || true
+fi
+[[ $token =~ ^[A-Za-z0-9._~+/=-]+$ ]] || die "no valid token in $JOULECAST_TOKEN_FILE"
+
+config=$("$JOULECAST_SCONTROL" show config 2>&1) || die "scontrol show config failed: ${config:0:300}"
+setting() { awk -F' *= *' -v key="$1" '$1 == key { print $2; exit }' <<<"$config"; }
+
+source_name=${JOULECAST_SOURCE:-$(setting ClusterName)}
+[[ -n $source_name ]] || die "set JOULECAST_SOURCE (ClusterName could not be read)"
+
+# squeue must see every job, or the jobs of others would look gone.
+me=$(id -un)
+slurm_user=$(setting SlurmUser)
+slurm_user=${slurm_user%%(*}
+if [[ $me != root && $me != "$slurm_user" && $(setting PrivateData) == *jobs* ]]; then
+	die "PrivateData hides other users' jobs from $me: run as root or SlurmUser ($slurm_user)"
+fi
+
+tmp=$(mktemp -d) || die "mktemp failed"
+trap 'rm -rf "$tmp"' EXIT
+
+request() { # method path: the HTTP status (000 when unanswered); body in $tmp/answer
+	local code
+	code=$("$JOULECAST_CURL" --disable -sS --proto =http,https \
+		--max-time "$JOULECAST_TIMEOUT_S" --connect-timeout 2 \
+		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
+		-H 'Accept: application/json' -X "$1" \
+		-o "$tmp/answer" -w '%{http_code}' \
+		"$JOULECAST_URL$2" 2>"$tmp/err") || true
+	[[ $code =~ ^[0-9]{3}$ ]] || code=000
+	printf '%s' "$code"
+}
+
+# 1. What the service holds as running, for this source (read first: a job
+# recorded after this is not looked at).
+code=$(request GET /v1/jobs)
+[[ $code == 200 ]] || die "GET /v1/jobs answered HTTP $code: $(head -c 300 "$tmp/err" "$tmp/answer" 2>/dev/null)"
+mapfile -t held < <("$JOULECAST_JQ" -r --arg s "$source_name" \
+	'.items[] | select(.source == $s) | .job_id' "$tmp/answer") ||
+	die "could not read the service's jobs"
+if ((${#held[@]} == 0)); then
+	log debug "no job of $source_name is held as running"
+	exit 0
+fi
+
+# 2. What Slurm knows, by the ids the prolog reports: array tasks as
+# ARRAYID_TASKID, every other job (heterogeneous components included) by
+# its own job id.
+listing=$("$JOULECAST_SQUEUE" --noheader --all --array --states=all \
+	--format='%A|%F|%K|%T' 2>&1) || die "squeue failed: ${listing:0:300}"
+declare -A state
+while IFS='|' read -r id array_id task_id job_state; do
+	[[ -n $id ]] || continue
+	if [[ $task_id =~ ^[0-9]+$ ]]; then
+		id="${array_id}_${task_id}"
+	fi
+	state[$id]=$job_state
+done <<<"$listing"
+
+# 3. Release those Slurm does not run.
+released=() failed=() kept=0
+for job_id in "${held[@]}"; do
+	slurm_state=${state[$job_id]:-UNKNOWN}
+	case $slurm_state in
+	PENDING | COMPLETED | CANCELLED | FAILED | TIMEOUT | NODE_FAIL | PREEMPTED | BOOT_FAIL | \
+		DEADLINE | OUT_OF_MEMORY | SPECIAL_EXIT | REVOKED | UNKNOWN) ;;
+	*)
+		kept=$((kept + 1))
+		continue
+		;;
+	esac
+	if $dry_run; then
+		log info "job $job_id ($slurm_state in Slurm): would be released"
+		released+=("$job_id")
+		continue
+	fi
+	path=$("$JOULECAST_JQ" -rn --arg s "$source_name" --arg j "$job_id" \
+		'"/v1/jobs/\($s | @uri)/\($j | @uri)"')
+	code=$(request DELETE "$path")
+	case $code in
+	204)
+		log info "job $job_id ($slurm_state in Slurm): power reservation released"
+		released+=("$job_id")
+		;;
+	404) ;; # its epilog was quicker
+	*)
+		log err "job $job_id ($slurm_state in Slurm): release answered HTTP $code:" \
+			"$("$JOULECAST_JQ" -r '.detail // empty' "$tmp/answer" 2>/dev/null | head -c 300)$(head -c 300 "$tmp/err")"
+		failed+=("$job_id")
+		;;
+	esac
+done
+
+verb=released
+$dry_run && verb="would release"
+log info "$source_name: ${#held[@]} job(s) held as running; $kept running in Slurm;" \
+	"$verb ${#released[@]}${released[*]:+: ${released[*]}}${failed[*]:+; failed: ${failed[*]}}"
+((${#failed[@]} == 0))
