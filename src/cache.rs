@@ -1,6 +1,6 @@
-//! In-memory copies of API tokens, application rows, node powers and the
-//! running jobs' load, so that a prediction or admission request needs few
-//! database round trips, or none.
+//! In-memory copies of API tokens, application rows, node powers, the
+//! running jobs' load and rendered prediction answers, so that a prediction
+//! or admission request needs few database round trips, or none.
 //!
 //! Every write that changes them (runs committed, application metadata, token
 //! revocation) sends a PostgreSQL notification (`store::notify`) in its
@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
@@ -29,6 +30,11 @@ use crate::tokens::Scope;
 
 /// Entries kept at most; beyond, the cache starts afresh.
 const MAX_ENTRIES: usize = 100_000;
+
+/// Rendered answers kept at most, and the largest one kept (bytes): at most
+/// 64 MiB, whatever the queries.
+const MAX_ANSWERS: usize = 4096;
+const MAX_ANSWER_BYTES: usize = 16 * 1024;
 
 /// A live token's id and scopes (those this version knows; parsed once).
 #[derive(Debug, Clone)]
@@ -52,18 +58,24 @@ type TokenHash = [u8; 32];
 type Generation = Arc<AtomicU64>;
 
 /// A map whose entries live `ttl` (zero: nothing is kept), holding at most
-/// `MAX_ENTRIES` (beyond, it starts afresh), and refusing a value read
+/// `max_entries` (beyond, it starts afresh), and refusing a value read
 /// before the latest invalidation.
 struct TtlMap<K, V> {
     ttl: Duration,
+    max_entries: usize,
     generation: Generation,
     entries: Mutex<HashMap<K, (V, Instant)>>,
 }
 
 impl<K: Eq + Hash, V: Clone> TtlMap<K, V> {
     fn new(ttl: Duration, generation: &Generation) -> Self {
+        Self::bounded(ttl, generation, MAX_ENTRIES)
+    }
+
+    fn bounded(ttl: Duration, generation: &Generation, max_entries: usize) -> Self {
         TtlMap {
             ttl,
+            max_entries,
             generation: generation.clone(),
             entries: Mutex::new(HashMap::new()),
         }
@@ -103,7 +115,7 @@ impl<K: Eq + Hash, V: Clone> TtlMap<K, V> {
         if self.generation.load(Ordering::SeqCst) != read_at {
             return;
         }
-        if entries.len() >= MAX_ENTRIES {
+        if entries.len() >= self.max_entries {
             entries.clear();
         }
         entries.insert(key, (value, Instant::now()));
@@ -134,6 +146,10 @@ pub struct Caches {
     node_powers: TtlMap<PowersKey, Option<Arc<NodePowers>>>,
     /// Running jobs and node idle powers, for admission.
     load: TtlMap<(), Arc<Load>>,
+    /// Rendered prediction answers by request target (path and query),
+    /// with whether they were made during an outage. Their own generation:
+    /// the load changes with every job, and answers do not depend on it.
+    answers: TtlMap<String, (Bytes, bool)>,
     /// The notification connection is down: the database is taken for
     /// unreachable, and expired entries answer instead (see `stale_*`).
     degraded: std::sync::atomic::AtomicBool,
@@ -151,6 +167,7 @@ impl Caches {
             apps: TtlMap::new(ttl, &generation),
             node_powers: TtlMap::new(ttl, &generation),
             load: TtlMap::new(ttl, &generation),
+            answers: TtlMap::bounded(ttl, &Generation::default(), MAX_ANSWERS),
             generation,
             degraded: std::sync::atomic::AtomicBool::new(false),
         }
@@ -215,8 +232,11 @@ impl Caches {
         self.apps.put(row.tag.clone(), row, read_at);
     }
 
+    /// An application changed: its row goes, and every rendered answer
+    /// (they are kept by request, not by application).
     pub fn forget_app(&self, tag: &str) {
         self.apps.remove(tag);
+        self.answers.clear();
     }
 
     /// `Some(None)`: known to have no classified node.
@@ -234,9 +254,11 @@ impl Caches {
         self.node_powers.put(key, entry, read_at);
     }
 
-    /// Node changes drop the node powers and the load (idle powers).
+    /// Node changes drop the node powers, the load (idle powers) and the
+    /// rendered answers (APC bounds, node sets).
     pub fn forget_nodes(&self) {
         self.node_powers.clear();
+        self.answers.clear();
         self.forget_load();
     }
 
@@ -251,6 +273,30 @@ impl Caches {
 
     pub fn forget_load(&self) {
         self.load.clear();
+    }
+
+    /// The answers' generation: take it before computing an answer, and
+    /// pass it to `put_answer`.
+    pub fn answers_generation(&self) -> u64 {
+        self.answers.generation.load(Ordering::SeqCst)
+    }
+
+    /// The answer rendered for `target` less than the lifetime ago, when
+    /// nothing it was made from changed since and the database is as
+    /// reachable as it was then.
+    pub fn answer(&self, target: &str) -> Option<Bytes> {
+        let (body, degraded) = self.answers.fresh(target)?;
+        (degraded == self.degraded()).then_some(body)
+    }
+
+    /// Keep the answer rendered for `target`, computed from what was read
+    /// after the answers' generation was `read_at`, with the database
+    /// `degraded` or not throughout. Large answers are not kept.
+    pub fn put_answer(&self, target: &str, body: Bytes, degraded: bool, read_at: u64) {
+        if body.len() <= MAX_ANSWER_BYTES && degraded == self.degraded() {
+            self.answers
+                .put(target.to_owned(), (body, degraded), read_at);
+        }
     }
 
     pub fn clear(&self) {
@@ -402,5 +448,90 @@ mod tests {
         };
         caches.put_token([1; 32], Arc::new(token), caches.generation());
         assert!(caches.token(&[1; 32]).is_none());
+    }
+
+    const TARGET: &str = "/v1/apps/a/predictions?nodes=4";
+
+    fn keep(caches: &Caches, target: &str, read_at: u64) {
+        caches.put_answer(
+            target,
+            Bytes::from_static(b"{}"),
+            caches.degraded(),
+            read_at,
+        );
+    }
+
+    #[test]
+    fn answers_go_with_applications_and_nodes_not_with_the_load() {
+        let caches = Caches::new(Duration::from_secs(60));
+        keep(&caches, TARGET, caches.answers_generation());
+        assert_eq!(caches.answer(TARGET).as_deref(), Some(&b"{}"[..]));
+        assert!(caches.answer("/v1/apps/a/predictions?nodes=5").is_none());
+        // Jobs start and end all the time: that leaves answers alone.
+        caches.apply(&Change::Load.payload());
+        caches.apply(&Change::Tokens.payload());
+        assert!(caches.answer(TARGET).is_some());
+        // Any application's change drops every answer (they are kept by
+        // request), and so do node changes (APC bounds, node sets).
+        caches.apply("app:b");
+        assert!(caches.answer(TARGET).is_none());
+        keep(&caches, TARGET, caches.answers_generation());
+        caches.apply(&Change::Nodes.payload());
+        assert!(caches.answer(TARGET).is_none());
+        keep(&caches, TARGET, caches.answers_generation());
+        caches.apply("something new");
+        assert!(caches.answer(TARGET).is_none());
+    }
+
+    #[test]
+    fn an_answer_made_from_what_was_read_before_a_change_is_not_kept() {
+        let caches = Caches::new(Duration::from_secs(60));
+        let read_at = caches.answers_generation();
+        caches.forget_app("a");
+        keep(&caches, TARGET, read_at);
+        assert!(caches.answer(TARGET).is_none());
+        // The load is no change for answers.
+        let read_at = caches.answers_generation();
+        caches.forget_load();
+        keep(&caches, TARGET, read_at);
+        assert!(caches.answer(TARGET).is_some());
+    }
+
+    #[test]
+    fn answers_of_one_side_of_an_outage_are_not_served_on_the_other() {
+        let caches = Caches::new(Duration::from_secs(60));
+        keep(&caches, TARGET, caches.answers_generation());
+        caches.set_degraded(true);
+        assert!(caches.answer(TARGET).is_none(), "flagged answers are due");
+        // Made before the outage began: not kept as an outage answer.
+        let read_at = caches.answers_generation();
+        caches.put_answer(TARGET, Bytes::from_static(b"[]"), false, read_at);
+        assert!(caches.answer(TARGET).is_none());
+        caches.put_answer(TARGET, Bytes::from_static(b"[]"), true, read_at);
+        assert_eq!(caches.answer(TARGET).as_deref(), Some(&b"[]"[..]));
+        caches.set_degraded(false);
+        assert!(caches.answer(TARGET).is_none());
+    }
+
+    #[test]
+    fn answers_are_bounded_in_number_and_size() {
+        let caches = Caches::new(Duration::from_secs(60));
+        let large = Bytes::from(vec![b' '; MAX_ANSWER_BYTES + 1]);
+        caches.put_answer(TARGET, large, false, caches.answers_generation());
+        assert!(caches.answer(TARGET).is_none());
+        for n in 0..=MAX_ANSWERS {
+            keep(
+                &caches,
+                &format!("{TARGET}{n}"),
+                caches.answers_generation(),
+            );
+        }
+        assert!(caches.answers.lock().len() <= MAX_ANSWERS);
+        let caches = Caches::new(Duration::ZERO);
+        keep(&caches, TARGET, caches.answers_generation());
+        assert!(
+            caches.answer(TARGET).is_none(),
+            "a zero lifetime keeps nothing"
+        );
     }
 }

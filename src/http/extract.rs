@@ -122,7 +122,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let query = parts.uri.query().unwrap_or_default();
+        Query::parse(parts.uri.query())
+    }
+}
+
+impl<T: DeserializeOwned> Query<T> {
+    /// Parse `query` (absent: empty) as the extractor does, for a handler
+    /// that looks at the request before parsing it.
+    pub fn parse(query: Option<&str>) -> Result<Self, ApiError> {
+        let query = query.unwrap_or_default();
         let deserializer =
             || serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
         // A valid query, what every warm prediction brings, is parsed without

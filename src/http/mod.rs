@@ -252,15 +252,25 @@ async fn not_found() -> Response {
 /// A JSON answer serialized into a buffer of `capacity` bytes, for answers
 /// whose size is known in advance (axum's `Json` starts small and grows).
 pub fn json_reply<T: serde::Serialize>(value: &T, capacity: usize) -> error::ApiResult<Response> {
+    Ok(json_response(json_body(value, capacity)?))
+}
+
+/// `value` as JSON, written into a buffer of `capacity` bytes at first.
+pub fn json_body<T: serde::Serialize>(value: &T, capacity: usize) -> error::ApiResult<Vec<u8>> {
     let mut body = Vec::with_capacity(capacity);
     serde_json::to_writer(&mut body, value)
         .map_err(|e| error::ApiError::Internal(anyhow::anyhow!("serializing an answer: {e}")))?;
-    Ok((
+    Ok(body)
+}
+
+/// A 200 answer of JSON already written.
+pub fn json_response(body: impl Into<axum::body::Body>) -> Response {
+    (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         )],
-        body,
+        body.into(),
     )
-        .into_response())
+        .into_response()
 }

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -204,6 +205,30 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
         apc_bounds,
         node_set,
     })
+}
+
+/// The answer to the prediction request `target` (its path and query), as
+/// rendered for an identical request before when nothing it depends on
+/// changed since (the application, the nodes, the database's reachability;
+/// `Caches::answer`), else as `render` renders it now, kept for the next.
+/// Dashboards poll the same queries, and schedulers ask the same
+/// applications at the same node counts: they skip the prediction and its
+/// rendering.
+pub async fn kept_or_render(
+    service: &Service,
+    target: &str,
+    render: impl Future<Output = Result<Vec<u8>>>,
+) -> Result<Bytes> {
+    let caches = &service.caches;
+    let (read_at, degraded) = (caches.answers_generation(), caches.degraded());
+    if let Some(body) = caches.answer(target) {
+        metrics::counter!("prediction_answers_total", "answer" => "kept").increment(1);
+        return Ok(body);
+    }
+    let body = Bytes::from(render.await?);
+    metrics::counter!("prediction_answers_total", "answer" => "rendered").increment(1);
+    caches.put_answer(target, body.clone(), degraded, read_at);
+    Ok(body)
 }
 
 /// The application named `tag` and its model of `metric`, fitted with the

@@ -1,5 +1,8 @@
 //! HTTP load test on loopback: throughput and latency of
-//! `GET /v1/apps/{app}/predictions` against `GET /healthz`, in the same run.
+//! `GET /v1/apps/{app}/predictions` against `GET /healthz`, in the same run:
+//! 600 distinct questions asked again and again (the service keeps their
+//! rendered answers), and the same questions written too many ways for the
+//! service to keep their answers (rendered each time; see `with_nodes`).
 //!
 //! `cargo bench --bench http` starts the release binary on its embedded
 //! default in a temporary directory, stores a history, then for each endpoint:
@@ -24,6 +27,7 @@ use support::{
 const ROUNDS: usize = 5;
 const HEALTH: &str = "/healthz";
 const PREDICTION: &str = "/v1/apps/bench/predictions?nodes={n}&metric=ets";
+const PREDICTION_NEW: &str = "/v1/apps/bench/predictions?nodes={u}&metric=ets";
 
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` would pass nothing
@@ -50,16 +54,24 @@ fn main() {
     // this shared machine does not favour either.
     let mut health_runs = Vec::new();
     let mut prediction_runs = Vec::new();
-    let (health, prediction) = (Target::get(HEALTH), Target::get(PREDICTION));
+    let mut new_runs = Vec::new();
+    let (health, prediction, new) = (
+        Target::get(HEALTH),
+        Target::get(PREDICTION),
+        Target::get(PREDICTION_NEW),
+    );
     for _ in 0..ROUNDS {
         health_runs.push(client.block_on(closed_loop(&server, &health, &token)));
         prediction_runs.push(client.block_on(closed_loop(&server, &prediction, &token)));
+        new_runs.push(client.block_on(closed_loop(&server, &new, &token)));
     }
     let health_max = Measured::merge(health_runs);
     let prediction_max = Measured::merge(prediction_runs);
+    let new_max = Measured::merge(new_runs);
     let rate = prediction_max.throughput() / 2.0;
     let health_half = client.block_on(open_loop(port, &health, &token, rate));
     let prediction_half = client.block_on(open_loop(port, &prediction, &token, rate));
+    let new_half = client.block_on(open_loop(port, &new, &token, rate));
 
     println!(
         "Load test on loopback: {CONNECTIONS} keep-alive connections back to back ({ROUNDS} \
@@ -81,6 +93,11 @@ fn main() {
             &prediction_max,
             &prediction_half,
         ),
+        (
+            "the same, answers not kept (nodes=0…01…600)",
+            &new_max,
+            &new_half,
+        ),
     ] {
         println!(
             "| {name} | {:.0} | {:.1} | {:.2} / {:.2} | {:.0} | {:.2} / {:.2} |",
@@ -98,6 +115,11 @@ fn main() {
          of the CPU time on /healthz as on a prediction.",
         100.0 * prediction_max.throughput() / health_max.throughput(),
         100.0 * health_max.cpu_per_request_us() / prediction_max.cpu_per_request_us()
+    );
+    println!(
+        "Answers not kept: {:.0} % of /healthz's throughput, {:.0} % of its CPU time per request.",
+        100.0 * new_max.throughput() / health_max.throughput(),
+        100.0 * health_max.cpu_per_request_us() / new_max.cpu_per_request_us()
     );
     drop(server);
 }

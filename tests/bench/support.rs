@@ -204,10 +204,21 @@ impl Measured {
 }
 
 /// `path` with `{n}` replaced by the i-th of a sequence of node counts that
-/// covers 1 to 600 (measured, between and beyond the history), so that the
-/// service computes each answer rather than repeating one.
+/// covers 1 to 600 (measured, between and beyond the history): 600 distinct
+/// questions, asked again and again, as dashboards and schedulers do. `{u}`
+/// asks the same node counts, each written 20 ways (0 to 19 leading zeros),
+/// in turn across all requests of this process: 12,000 distinct requests,
+/// each asked again only after 12,000 others, which is more than the
+/// service keeps answers of (4,096), so that it renders every answer.
 pub fn with_nodes(path: &str, i: usize) -> String {
-    path.replace("{n}", &(1 + (i * 7919) % 600).to_string())
+    static ASKED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let path = path.replace("{n}", &(1 + (i * 7919) % 600).to_string());
+    if !path.contains("{u}") {
+        return path;
+    }
+    let asked = ASKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (n, zeros) = (1 + (asked * 7919) % 600, (asked / 600) % 20);
+    path.replace("{u}", &format!("{}{n}", "0".repeat(zeros)))
 }
 
 /// Closed loop: every connection sends its next request as soon as the last
