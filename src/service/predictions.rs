@@ -214,10 +214,10 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
 /// Dashboards poll the same queries, and schedulers ask the same
 /// applications at the same node counts: they skip the prediction and its
 /// rendering.
-pub async fn kept_or_render(
+pub async fn kept_or_render<F: Future<Output = Result<Vec<u8>>>>(
     service: &Service,
     target: &str,
-    render: impl Future<Output = Result<Vec<u8>>>,
+    render: impl FnOnce() -> F,
 ) -> Result<Bytes> {
     let caches = &service.caches;
     let (read_at, degraded) = (caches.answers_generation(), caches.degraded());
@@ -225,7 +225,9 @@ pub async fn kept_or_render(
         metrics::counter!("prediction_answers_total", "answer" => "kept").increment(1);
         return Ok(body);
     }
-    let body = Bytes::from(render.await?);
+    // On the heap: the rendering's large future is not carried (and moved)
+    // by every request's, kept answers included.
+    let body = Bytes::from(Box::pin(render()).await?);
     metrics::counter!("prediction_answers_total", "answer" => "rendered").increment(1);
     caches.put_answer(target, body.clone(), degraded, read_at);
     Ok(body)

@@ -74,7 +74,7 @@ pub async fn get_predictions(
     // An identical request answered before, with nothing changed since, is
     // answered as then, its query already known to be valid.
     let target = uri.path_and_query().map_or(uri.path(), |pq| pq.as_str());
-    let body = predictions::kept_or_render(&state, target, async {
+    let body = predictions::kept_or_render(&state, target, || async {
         let Query(params) = Query::<PredictionParams>::parse(uri.query())?;
         let mut problems = Vec::new();
         let allowed = check_allowed("allowed_rmse_pct", params.allowed_rmse_pct)
