@@ -163,3 +163,26 @@ impl Outcome {
         }
     }
 }
+
+/// The shape of a fundamental efficiency factor as a function of the
+/// process count P (docs/model.md §6.1): each is fitted, the best kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = FamilyName)]
+pub enum FactorFamily {
+    /// a0 / (f + (1 − f)·P)
+    Amdahl,
+    /// a0·P / ((1 − f) + f·(2P − 1))
+    Pipeline,
+    /// a0
+    Constant,
+}
+
+/// Whether a segment is a straight line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = SegmentKindName)]
+pub enum SegmentKind {
+    Linear,
+    NonLinear,
+}

@@ -49,16 +49,11 @@ const ABSOLUTE_TIE: f64 = 1e-9;
 /// Points of the log-spaced scan for change points of the dominant factor.
 const SCAN_POINTS: usize = 4096;
 
-/// The shape of a factor as a function of the process count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Family {
-    /// g(P) = a0.
-    Constant,
-    /// g(P) = a0 / (f + (1 − f)·P): decays like Amdahl's speed-up per process.
-    Amdahl,
-    /// g(P) = a0·P / (1 + 2f·(P − 1)): a pipeline's fill and drain.
-    Pipeline,
-}
+/// The shape of a factor as a function of the process count: g(P) = a0
+/// (`Constant`), a0 / (f + (1 − f)·P), which decays like Amdahl's speed-up
+/// per process (`Amdahl`), or a0·P / (1 + 2f·(P − 1)), a pipeline's fill
+/// and drain (`Pipeline`).
+pub use crate::domain::FactorFamily as Family;
 
 impl Family {
     /// Every family, in order of preference: the simplest first.

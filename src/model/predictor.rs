@@ -28,11 +28,7 @@ impl Case {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SegmentKind {
-    Linear,
-    NonLinear,
-}
+pub use crate::domain::SegmentKind;
 
 /// y(n) = Σₖ coeffs[k]·(n − lo)ᵏ for n in [lo, hi].
 #[derive(Debug, Clone, PartialEq)]

@@ -28,26 +28,8 @@ pub struct ScalabilityParams {
     pub region: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum FamilyName {
-    /// a0 / (f + (1 − f)·P)
-    Amdahl,
-    /// a0·P / ((1 − f) + f·(2P − 1))
-    Pipeline,
-    /// a0
-    Constant,
-}
-
-impl From<Family> for FamilyName {
-    fn from(f: Family) -> Self {
-        match f {
-            Family::Amdahl => FamilyName::Amdahl,
-            Family::Pipeline => FamilyName::Pipeline,
-            Family::Constant => FamilyName::Constant,
-        }
-    }
-}
+/// An efficiency factor's family, as the API names it (`FamilyName`).
+pub type FamilyName = Family;
 
 /// A factor's chosen fit.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -68,7 +50,7 @@ pub struct FactorModel {
 impl From<&FactorFit> for FactorModel {
     fn from(f: &FactorFit) -> Self {
         FactorModel {
-            family: f.family.into(),
+            family: f.family,
             a0: f.a0,
             f: (f.family != Family::Constant).then_some(f.f),
             rmse: f.rmse,

@@ -27,13 +27,8 @@ pub enum IntervalKind {
     Prediction95,
 }
 
-/// Whether a segment is a straight line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SegmentKindName {
-    Linear,
-    NonLinear,
-}
+/// Whether a segment is a straight line, as the API names it.
+pub type SegmentKindName = model::SegmentKind;
 
 /// How a model continues beyond the measured range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -258,10 +253,7 @@ pub(super) fn curve_info(c: &Candidate) -> CurveInfo {
                     .map(|s| SegmentInfo {
                         from_nodes: nodes(s.lo),
                         to_nodes: nodes(s.hi),
-                        kind: match s.kind {
-                            model::SegmentKind::Linear => SegmentKindName::Linear,
-                            model::SegmentKind::NonLinear => SegmentKindName::NonLinear,
-                        },
+                        kind: s.kind,
                         degree: s.degree,
                         coefficients: s.coeffs[..=s.degree].to_vec(),
                     })
