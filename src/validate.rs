@@ -90,41 +90,87 @@ pub const JOB_ID_MAX: usize = 128;
 pub const ACCOUNT_MAX: usize = 128;
 pub const NODE_NAME_MAX: usize = 64;
 
-/// An application tag, checked once where it enters: 1 to `TAG_MAX`
-/// characters of `A-Z a-z 0-9 . _ : @ + = -`, starting with a letter or digit.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Tag(String);
+/// Names checked once where they enter (a request, the command line, a
+/// file), so that what takes one needs no check of its own.
+macro_rules! checked_name {
+    ($(#[$doc:meta])* $name:ident, $check:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub struct $name(String);
 
-impl Tag {
-    /// `value` as a tag, or why it is not one.
-    pub fn parse(value: &str) -> Result<Tag, String> {
-        identifier(value, TAG_MAX).map(|()| Tag(value.to_owned()))
-    }
+        impl $name {
+            /// `value` as one, or why it is not one.
+            pub fn parse(value: &str) -> Result<$name, String> {
+                let check: fn(&str) -> Result<(), String> = $check;
+                check(value).map(|()| $name(value.to_owned()))
+            }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(name: $name) -> String {
+                name.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
 }
 
-impl std::ops::Deref for Tag {
-    type Target = str;
+checked_name!(
+    /// An application tag: 1 to `TAG_MAX` characters of
+    /// `A-Z a-z 0-9 . _ : @ + = -`, starting with a letter or digit.
+    Tag,
+    |value| identifier(value, TAG_MAX)
+);
 
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
+checked_name!(
+    /// An accounting project, as budgets and jobs name it: an identifier
+    /// of at most `ACCOUNT_MAX` characters.
+    Account,
+    |value| identifier(value, ACCOUNT_MAX)
+);
 
-impl From<Tag> for String {
-    fn from(tag: Tag) -> String {
-        tag.0
-    }
-}
+checked_name!(
+    /// The system a job or run comes from (a Slurm cluster): an identifier
+    /// of at most `SOURCE_MAX` characters.
+    Source,
+    |value| identifier(value, SOURCE_MAX)
+);
 
-impl std::fmt::Display for Tag {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+checked_name!(
+    /// A job's id in its source (`1234`, an array task `1234_7`): an
+    /// identifier of at most `JOB_ID_MAX` characters.
+    JobId,
+    |value| identifier(value, JOB_ID_MAX)
+);
+
+checked_name!(
+    /// A node (host) name (see `node_name`).
+    NodeName,
+    node_name
+);
 
 /// An identifier: 1 to `max` characters from `A-Z a-z 0-9 . _ : @ + = -`,
 /// starting with a letter or digit.
@@ -325,6 +371,38 @@ mod tests {
             );
             assert!(Tag::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn every_checked_name_holds_only_what_its_rule_accepts() {
+        type Parse = fn(&str) -> Option<String>;
+        type Rule = fn(&str) -> Result<(), String>;
+        let rules: [(Parse, Rule); 4] = [
+            (
+                |v| Account::parse(v).map(String::from).err(),
+                |v| identifier(v, ACCOUNT_MAX),
+            ),
+            (
+                |v| Source::parse(v).map(String::from).err(),
+                |v| identifier(v, SOURCE_MAX),
+            ),
+            (
+                |v| JobId::parse(v).map(String::from).err(),
+                |v| identifier(v, JOB_ID_MAX),
+            ),
+            (|v| NodeName::parse(v).map(String::from).err(), node_name),
+        ];
+        let long = "x".repeat(JOB_ID_MAX.max(ACCOUNT_MAX).max(SOURCE_MAX) + 1);
+        for (parse, rule) in rules {
+            for value in [
+                "proj42", "1234_7", "cn001", "", "-lead", "a b", "a:b", &long,
+            ] {
+                assert_eq!(parse(value), rule(value).err(), "{value:?}");
+            }
+        }
+        assert_eq!(JobId::parse("1234_7").unwrap().as_str(), "1234_7");
+        assert_eq!(&*NodeName::parse("cn001").unwrap(), "cn001");
+        assert!(NodeName::parse("a:b").is_err() && Account::parse("a:b").is_ok());
     }
 
     #[test]

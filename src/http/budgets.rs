@@ -12,11 +12,10 @@ use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path};
 use crate::service::budgets;
 pub use crate::service::budgets::{Budget, BudgetInput};
-use crate::validate;
+use crate::validate::Account;
 
-fn check_account(account: &str) -> Result<(), ApiError> {
-    validate::identifier(account, validate::ACCOUNT_MAX)
-        .map_err(|reason| ApiError::bad_request("account", reason))
+fn check_account(account: &str) -> Result<Account, ApiError> {
+    Account::parse(account).map_err(|reason| ApiError::bad_request("account", reason))
 }
 
 /// Set an account's energy budget.
@@ -41,7 +40,7 @@ pub async fn put_budget(
     Path(account): Path<String>,
     Json(input): Json<BudgetInput>,
 ) -> ApiResult<(StatusCode, axum::Json<Budget>)> {
-    check_account(&account)?;
+    let account = check_account(&account)?;
     let (budget, created) = budgets::set(&state, &account, &input).await?;
     let status = if created {
         StatusCode::CREATED
@@ -68,6 +67,6 @@ pub async fn get_budget(
     State(state): State<AppState>,
     Path(account): Path<String>,
 ) -> ApiResult<axum::Json<Budget>> {
-    check_account(&account)?;
+    let account = check_account(&account)?;
     Ok(axum::Json(budgets::get(&state, &account).await?))
 }

@@ -17,7 +17,7 @@ use super::error::responses::{
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::Json;
 use crate::service;
-use crate::validate::{self, FieldError};
+use crate::validate::{self, FieldError, JobId, Source};
 
 /// At most this many jobs per report.
 pub const MAX_UNRESERVED: usize = 10_000;
@@ -70,9 +70,9 @@ pub async fn report_unreserved(
     Json(input): Json<UnreservedInput>,
 ) -> ApiResult<axum::Json<UnreservedCount>> {
     let mut problems = Vec::new();
-    if let Err(reason) = validate::identifier(&input.source, validate::SOURCE_MAX) {
-        problems.push(FieldError::new("source", reason));
-    }
+    let source = Source::parse(&input.source)
+        .map_err(|reason| problems.push(FieldError::new("source", reason)))
+        .ok();
     if input.jobs.is_empty() || input.jobs.len() > MAX_UNRESERVED {
         problems.push(FieldError::new(
             "jobs",
@@ -82,27 +82,24 @@ pub async fn report_unreserved(
             ),
         ));
     }
+    let mut jobs: Vec<(JobId, DateTime<Utc>)> = Vec::with_capacity(input.jobs.len());
     for (i, job) in input.jobs.iter().enumerate() {
-        if let Err(reason) = validate::identifier(&job.job_id, validate::JOB_ID_MAX) {
-            problems.push(FieldError::new(format!("jobs[{i}].job_id"), reason));
+        match JobId::parse(&job.job_id) {
+            Ok(id) => jobs.push((id, job.started_at)),
+            Err(reason) => problems.push(FieldError::new(format!("jobs[{i}].job_id"), reason)),
         }
         if let Err(reason) = validate::time_in_range(job.started_at) {
             problems.push(FieldError::new(format!("jobs[{i}].started_at"), reason));
         }
     }
-    if !problems.is_empty() {
+    let Some(source) = source.filter(|_| problems.is_empty()) else {
         return Err(ApiError::Invalid(problems));
-    }
-    let jobs: Vec<(String, DateTime<Utc>)> = input
-        .jobs
-        .into_iter()
-        .map(|j| (j.job_id, j.started_at))
-        .collect();
-    let counted = service::jobs::record_unreserved(&state, &input.source, &jobs).await?;
+    };
+    let counted = service::jobs::record_unreserved(&state, &source, &jobs).await?;
     metrics::counter!("jobs_run_unreserved_total").increment(counted);
     if counted > 0 {
         tracing::warn!(
-            source = %input.source,
+            source = %source,
             counted,
             "jobs ran without a power reservation while the service was unreachable"
         );

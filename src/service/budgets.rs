@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::{Error, Result, Service, power};
 use crate::domain::Period;
 use crate::store::{self, budgets::BudgetRow, power::Load};
-use crate::validate::{self, Errors};
+use crate::validate::{self, Account, Errors};
 
 /// A budget as set.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -102,7 +102,11 @@ fn period_bounds(budget: &BudgetRow, now: DateTime<Utc>) -> (DateTime<Utc>, Date
 
 /// Set `account`'s budget to `input`: where the account then stands, and
 /// whether the budget is new.
-pub async fn set(service: &Service, account: &str, input: &BudgetInput) -> Result<(Budget, bool)> {
+pub async fn set(
+    service: &Service,
+    account: &Account,
+    input: &BudgetInput,
+) -> Result<(Budget, bool)> {
     let mut errors = Errors::default();
     errors.check("limit_j", validate::positive(input.limit_j));
     for (field, time) in [("starts_at", input.starts_at), ("ends_at", input.ends_at)] {
@@ -141,7 +145,7 @@ pub async fn set(service: &Service, account: &str, input: &BudgetInput) -> Resul
 }
 
 /// Where `account` stands against its budget now.
-pub async fn get(service: &Service, account: &str) -> Result<Budget> {
+pub async fn get(service: &Service, account: &Account) -> Result<Budget> {
     // The load before the connection, as in `set`.
     let load = power::current_load(service).await?;
     let mut conn = service.pool.acquire().await?;

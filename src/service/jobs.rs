@@ -17,7 +17,7 @@ use crate::predict;
 use crate::store::power::Expiry;
 use crate::store::runs::RunRow;
 use crate::store::{self, apps::AppRow, jobs::JobRow, jobs::NewJob};
-use crate::validate::{self, FieldError};
+use crate::validate::{self, FieldError, JobId, Source};
 
 /// Power reserved per node for a job of an application without history,
 /// when the registry knows no vendor peak: deliberately high, so that an
@@ -209,14 +209,12 @@ pub enum Start {
 /// taken as now, after any end.
 pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     let mut problems = Vec::new();
-    for (field, value, max) in [
-        ("source", &input.source, validate::SOURCE_MAX),
-        ("job_id", &input.job_id, validate::JOB_ID_MAX),
-    ] {
-        if let Err(reason) = validate::identifier(value, max) {
-            problems.push(FieldError::new(field, reason));
-        }
-    }
+    let source = Source::parse(&input.source)
+        .map_err(|reason| problems.push(FieldError::new("source", reason)))
+        .ok();
+    let job_id = JobId::parse(&input.job_id)
+        .map_err(|reason| problems.push(FieldError::new("job_id", reason)))
+        .ok();
     if let Some(Err(reason)) = input.started_at.map(validate::time_in_range) {
         problems.push(FieldError::new("started_at", reason));
     }
@@ -229,15 +227,17 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
         time_limit_s: input.time_limit_s,
         workload: input.workload,
     };
-    let Some((nodes, scope)) = shape.check(service, &mut problems) else {
+    let (Some(source), Some(job_id), Some((nodes, scope))) =
+        (source, job_id, shape.check(service, &mut problems))
+    else {
         return Err(Error::Invalid(problems));
     };
     // Checked again under the lock; here, to spare a prediction.
-    if store::runs::id_by_key(&service.pool, &input.source, &input.job_id)
+    if store::runs::id_by_key(&service.pool, &source, &job_id)
         .await?
         .is_some()
     {
-        return Err(already_finished(&input.source, &input.job_id));
+        return Err(already_finished(&source, &job_id));
     }
     // Predicting may fit a model: done before the lock is taken. An unknown
     // application is only created below, once the job is admitted.
@@ -250,7 +250,7 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     // the admission lock, so each sees the jobs stored before it.
     let mut tx = service.pool.begin().await?;
     let lock = store::power::lock_admission(&mut *tx).await?;
-    if let Some(row) = store::jobs::get(&mut *tx, &input.source, &input.job_id).await? {
+    if let Some(row) = store::jobs::get(&mut *tx, &source, &job_id).await? {
         return Ok(Start::Running {
             job: Box::new(Job::from_row(row, now, service.settings.expiry)),
             created: false,
@@ -258,20 +258,20 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     }
     // Under the lock, a run stored meanwhile, or an end reported before this
     // start arrived, is seen: the job would otherwise never be released.
-    if store::runs::id_by_key(&mut *tx, &input.source, &input.job_id)
+    if store::runs::id_by_key(&mut *tx, &source, &job_id)
         .await?
         .is_some()
     {
-        return Err(already_finished(&input.source, &input.job_id));
+        return Err(already_finished(&source, &job_id));
     }
-    if let Some(ended_at) = store::jobs::ended_at(&mut *tx, &input.source, &input.job_id).await?
+    if let Some(ended_at) = store::jobs::ended_at(&mut *tx, &source, &job_id).await?
         && started_at <= ended_at
     {
         return Err(Error::Conflict {
             detail: format!(
                 "job {} of {} was reported ended at {ended_at} while not running, \
                  after this start ({started_at}); it was not stored",
-                input.job_id, input.source
+                job_id, source
             ),
             errors: vec![FieldError::new(
                 "job_id",
@@ -303,8 +303,8 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
         None => store::apps::ensure(&mut tx, &input.app).await?,
     };
     let job = NewJob {
-        source: input.source,
-        job_id: input.job_id,
+        source: source.into(),
+        job_id: job_id.into(),
         app_id: app.id,
         nodes: i32::try_from(nodes).unwrap_or(i32::MAX),
         node_list: scope.list,
@@ -521,8 +521,8 @@ async fn remember_end_unless_running(
 /// scheduler's fail-open path): how many were new.
 pub async fn record_unreserved(
     service: &Service,
-    source: &str,
-    jobs: &[(String, DateTime<Utc>)],
+    source: &Source,
+    jobs: &[(JobId, DateTime<Utc>)],
 ) -> Result<u64> {
     Ok(store::jobs::record_unreserved(&service.pool, source, jobs).await?)
 }

@@ -7,7 +7,7 @@ use super::{Result, Service};
 use crate::predict::NodePowers;
 use crate::store;
 pub use crate::store::nodes::{NewSample, NodeMetadata, NodePowerRow, NodeRow, SampleOutcome};
-use crate::validate::{self, FieldError};
+use crate::validate::{self, FieldError, NodeName};
 
 /// The workload a request names (checked, a problem under `field` when bad),
 /// else the service's reference workload, which was checked at start-up.
@@ -68,7 +68,7 @@ pub async fn node_powers(
 /// new. Every replica drops the node powers it keeps.
 pub async fn put(
     service: &Service,
-    name: &str,
+    name: &NodeName,
     metadata: &NodeMetadata,
 ) -> Result<(NodeRow, bool)> {
     let stored = store::nodes::upsert(&service.pool, name, metadata).await?;
@@ -77,7 +77,7 @@ pub async fn put(
 }
 
 /// Node `name`, if registered.
-pub async fn get(service: &Service, name: &str) -> Result<Option<NodeRow>> {
+pub async fn get(service: &Service, name: &NodeName) -> Result<Option<NodeRow>> {
     Ok(store::nodes::get(&service.pool, name).await?)
 }
 

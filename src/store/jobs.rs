@@ -130,10 +130,10 @@ pub async fn list(
 pub async fn record_unreserved(
     executor: impl PgExecutor<'_>,
     source: &str,
-    jobs: &[(String, DateTime<Utc>)],
+    jobs: &[(impl AsRef<str>, DateTime<Utc>)],
 ) -> sqlx::Result<u64> {
     let (ids, starts): (Vec<&str>, Vec<DateTime<Utc>>) =
-        jobs.iter().map(|(id, at)| (id.as_str(), *at)).unzip();
+        jobs.iter().map(|(id, at)| (id.as_ref(), *at)).unzip();
     Ok(sqlx::query(
         "INSERT INTO unreserved_jobs (source, job_id, started_at)
          SELECT $1, * FROM unnest($2::text[], $3::timestamptz[])

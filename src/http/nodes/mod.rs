@@ -23,7 +23,7 @@ use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
 use super::page;
 use crate::service::nodes::{self, NodeMetadata, NodeRow};
-use crate::validate::{self, Errors};
+use crate::validate::{self, Errors, NodeName};
 
 const HARDWARE_MODEL_MAX: usize = 128;
 
@@ -74,8 +74,8 @@ pub struct NodeInput {
     pub peak_power_w: Option<f64>,
 }
 
-fn check_node_name(name: &str) -> Result<(), ApiError> {
-    validate::node_name(name).map_err(|reason| ApiError::bad_request("node", reason))
+fn check_node_name(name: &str) -> Result<NodeName, ApiError> {
+    NodeName::parse(name).map_err(|reason| ApiError::bad_request("node", reason))
 }
 
 /// Register a node or replace its metadata.
@@ -103,7 +103,7 @@ pub async fn put_node(
     Path(name): Path<String>,
     Json(input): Json<NodeInput>,
 ) -> ApiResult<(StatusCode, axum::Json<Node>)> {
-    check_node_name(&name)?;
+    let name = check_node_name(&name)?;
     let mut errors = Errors::default();
     if let Some(partition) = &input.partition {
         errors.check(
@@ -163,7 +163,7 @@ pub async fn get_node(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> ApiResult<axum::Json<Node>> {
-    check_node_name(&name)?;
+    let name = check_node_name(&name)?;
     let row = nodes::get(&state, &name)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no node `{name}` in the registry")))?;
