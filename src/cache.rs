@@ -11,8 +11,8 @@
 //! so a missed notification costs at most that time.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
-use std::hash::Hash;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -32,7 +32,9 @@ use crate::tokens::Scope;
 const MAX_ENTRIES: usize = 100_000;
 
 /// Rendered answers kept at most, and the largest one kept (bytes): at most
-/// 64 MiB, whatever the queries.
+/// 64 MiB, whatever the queries. Requests whose answer was rendered are
+/// remembered (as hashes) in as many, so that an answer is kept only when
+/// its request comes again: one-off questions cost no copy.
 const MAX_ANSWERS: usize = 4096;
 const MAX_ANSWER_BYTES: usize = 16 * 1024;
 
@@ -150,6 +152,9 @@ pub struct Caches {
     /// with whether they were made during an outage. Their own generation:
     /// the load changes with every job, and answers do not depend on it.
     answers: TtlMap<String, (Bytes, bool)>,
+    /// Hashes of the requests whose answers were rendered lately.
+    rendered: Mutex<HashSet<u64>>,
+    hasher: RandomState,
     /// The notification connection is down: the database is taken for
     /// unreachable, and expired entries answer instead (see `stale_*`).
     degraded: std::sync::atomic::AtomicBool,
@@ -168,6 +173,8 @@ impl Caches {
             node_powers: TtlMap::new(ttl, &generation),
             load: TtlMap::new(ttl, &generation),
             answers: TtlMap::bounded(ttl, &Generation::default(), MAX_ANSWERS),
+            rendered: Mutex::new(HashSet::new()),
+            hasher: RandomState::new(),
             generation,
             degraded: std::sync::atomic::AtomicBool::new(false),
         }
@@ -291,12 +298,30 @@ impl Caches {
 
     /// Keep the answer rendered for `target`, computed from what was read
     /// after the answers' generation was `read_at`, with the database
-    /// `degraded` or not throughout. Large answers are not kept.
+    /// `degraded` or not throughout, if `target` was rendered before.
+    /// Large answers are not kept.
     pub fn put_answer(&self, target: &str, body: Bytes, degraded: bool, read_at: u64) {
-        if body.len() <= MAX_ANSWER_BYTES && degraded == self.degraded() {
+        if body.len() <= MAX_ANSWER_BYTES
+            && degraded == self.degraded()
+            && self.rendered_before(target)
+        {
             self.answers
                 .put(target.to_owned(), (body, degraded), read_at);
         }
+    }
+
+    /// Whether `target`'s answer was rendered lately; it is remembered now.
+    fn rendered_before(&self, target: &str) -> bool {
+        let hash = self.hasher.hash_one(target);
+        let mut rendered = self.rendered.lock().unwrap_or_else(|e| e.into_inner());
+        if rendered.contains(&hash) {
+            return true;
+        }
+        if rendered.len() >= MAX_ANSWERS {
+            rendered.clear();
+        }
+        rendered.insert(hash);
+        false
     }
 
     pub fn clear(&self) {
@@ -452,13 +477,36 @@ mod tests {
 
     const TARGET: &str = "/v1/apps/a/predictions?nodes=4";
 
+    /// Keep `{}` for `target`, rendered twice (the first is only noted).
     fn keep(caches: &Caches, target: &str, read_at: u64) {
-        caches.put_answer(
-            target,
-            Bytes::from_static(b"{}"),
-            caches.degraded(),
-            read_at,
-        );
+        for _ in 0..2 {
+            caches.put_answer(
+                target,
+                Bytes::from_static(b"{}"),
+                caches.degraded(),
+                read_at,
+            );
+        }
+    }
+
+    #[test]
+    fn an_answer_is_kept_when_its_request_comes_again() {
+        let caches = Caches::new(Duration::from_secs(60));
+        let put = |target: &str| {
+            let body = Bytes::from_static(b"{}");
+            caches.put_answer(target, body, false, caches.answers_generation());
+        };
+        put(TARGET);
+        assert!(caches.answer(TARGET).is_none(), "asked once: not kept");
+        put(TARGET);
+        assert!(caches.answer(TARGET).is_some(), "asked again: kept");
+        // One-off requests, more than are remembered, are never kept.
+        for round in 0..2 {
+            for n in 0..2 * MAX_ANSWERS {
+                put(&format!("/v1/apps/a/predictions?nodes={n}&round={round}"));
+            }
+        }
+        assert_eq!(caches.answers.lock().len(), 1);
     }
 
     #[test]
@@ -508,6 +556,7 @@ mod tests {
         caches.put_answer(TARGET, Bytes::from_static(b"[]"), false, read_at);
         assert!(caches.answer(TARGET).is_none());
         caches.put_answer(TARGET, Bytes::from_static(b"[]"), true, read_at);
+        caches.put_answer(TARGET, Bytes::from_static(b"[]"), true, read_at);
         assert_eq!(caches.answer(TARGET).as_deref(), Some(&b"[]"[..]));
         caches.set_degraded(false);
         assert!(caches.answer(TARGET).is_none());
@@ -517,7 +566,10 @@ mod tests {
     fn answers_are_bounded_in_number_and_size() {
         let caches = Caches::new(Duration::from_secs(60));
         let large = Bytes::from(vec![b' '; MAX_ANSWER_BYTES + 1]);
-        caches.put_answer(TARGET, large, false, caches.answers_generation());
+        for _ in 0..2 {
+            let large = large.clone();
+            caches.put_answer(TARGET, large, false, caches.answers_generation());
+        }
         assert!(caches.answer(TARGET).is_none());
         for n in 0..=MAX_ANSWERS {
             keep(
