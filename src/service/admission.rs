@@ -23,7 +23,7 @@ use super::predictions::{NodeScope, scope_nodes};
 use super::{Error, Result, Service, apps, power};
 use crate::domain::ReservedBasis;
 use crate::store::{self, caps::CapRow, power::Load};
-use crate::validate::{self, FieldError};
+use crate::validate::{self, Account, FieldError, Tag};
 
 /// A queued job.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -62,22 +62,25 @@ pub(crate) struct JobShape<'a> {
     pub workload: Option<String>,
 }
 
+/// A job's shape, checked: its application, account, node count and node
+/// scope.
+pub(crate) struct CheckedShape {
+    pub app: Tag,
+    pub account: Option<Account>,
+    pub nodes: u32,
+    pub scope: NodeScope,
+}
+
 impl JobShape<'_> {
-    /// The node count and node scope, after recording what is wrong.
-    pub fn check(
-        self,
-        service: &Service,
-        problems: &mut Vec<FieldError>,
-    ) -> Option<(u32, NodeScope)> {
-        if let Err(reason) = validate::identifier(self.app, validate::TAG_MAX) {
-            problems.push(FieldError::new("app", reason));
-        }
-        if let Some(Err(reason)) = self
-            .account
-            .map(|a| validate::identifier(a, validate::ACCOUNT_MAX))
-        {
-            problems.push(FieldError::new("account", reason));
-        }
+    /// The shape checked, after recording what is wrong.
+    pub fn check(self, service: &Service, problems: &mut Vec<FieldError>) -> Option<CheckedShape> {
+        let app = Tag::parse(self.app)
+            .map_err(|reason| problems.push(FieldError::new("app", reason)))
+            .ok();
+        let account = self.account.map(Account::parse).transpose();
+        let account = account
+            .map_err(|reason| problems.push(FieldError::new("account", reason)))
+            .ok();
         if let Some(Err(reason)) = self.time_limit_s.map(validate::positive) {
             problems.push(FieldError::new("time_limit_s", reason));
         }
@@ -90,8 +93,15 @@ impl JobShape<'_> {
             problems,
         );
         let nodes = scope_nodes(self.nodes, &scope, "", problems);
-        match (nodes, scope) {
-            (Some(nodes), Some(scope)) if problems.is_empty() => Some((nodes, scope)),
+        match (app, account, nodes, scope) {
+            (Some(app), Some(account), Some(nodes), Some(scope)) if problems.is_empty() => {
+                Some(CheckedShape {
+                    app,
+                    account,
+                    nodes,
+                    scope,
+                })
+            }
             _ => None,
         }
     }
@@ -455,17 +465,23 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
         time_limit_s: input.time_limit_s,
         workload: input.workload,
     };
-    let Some((nodes, scope)) = shape.check(service, &mut problems) else {
+    let Some(CheckedShape {
+        app: tag,
+        account,
+        nodes,
+        scope,
+    }) = shape.check(service, &mut problems)
+    else {
         return Err(Error::Invalid(problems));
     };
-    let app = apps::find_known_app(service, &input.app).await?;
+    let app = apps::find_known(service, &tag).await?;
     let estimate = estimate(service, app.as_deref(), nodes, &scope).await?;
     let now = Utc::now();
     let job = Candidate {
-        app: &input.app,
+        app: &tag,
         nodes,
         scope: &scope,
-        account: input.account.as_deref(),
+        account: account.as_deref(),
         at: input.start_at.unwrap_or(now),
         time_limit_s: input.time_limit_s,
     };

@@ -41,10 +41,10 @@ pub async fn find(service: &Service, tag: &Tag) -> Result<Arc<AppRow>> {
     Ok(row)
 }
 
-/// `find_app`, with an unknown application as `None` (admission and job
-/// starts answer for applications not seen yet).
-pub async fn find_known_app(service: &Service, tag: &str) -> Result<Option<Arc<AppRow>>> {
-    match find_app(service, tag).await {
+/// `find`, with an unknown application as `None` (admission and job starts
+/// answer for applications not seen yet).
+pub async fn find_known(service: &Service, tag: &Tag) -> Result<Option<Arc<AppRow>>> {
+    match find(service, tag).await {
         Ok(app) => Ok(Some(app)),
         Err(Error::NotFound(_)) => Ok(None),
         Err(e) => Err(e),

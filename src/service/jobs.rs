@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::admission::{Admission, Candidate, JobShape, decide};
+use super::admission::{Admission, Candidate, CheckedShape, JobShape, decide};
 use super::predictions::{AggregateName, Consistent, NodeScope, node_answers};
 use super::runs::store_one;
 use super::{Error, Result, Service, apps};
@@ -227,8 +227,16 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
         time_limit_s: input.time_limit_s,
         workload: input.workload,
     };
-    let (Some(source), Some(job_id), Some((nodes, scope))) =
-        (source, job_id, shape.check(service, &mut problems))
+    let (
+        Some(source),
+        Some(job_id),
+        Some(CheckedShape {
+            app: tag,
+            account,
+            nodes,
+            scope,
+        }),
+    ) = (source, job_id, shape.check(service, &mut problems))
     else {
         return Err(Error::Invalid(problems));
     };
@@ -241,7 +249,7 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     }
     // Predicting may fit a model: done before the lock is taken. An unknown
     // application is only created below, once the job is admitted.
-    let known = apps::find_known_app(service, &input.app).await?;
+    let known = apps::find_known(service, &tag).await?;
     let estimate = estimate(service, known.as_deref(), nodes, &scope).await?;
     let now = Utc::now();
     let started_at = input.started_at.unwrap_or(now);
@@ -280,10 +288,10 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
         });
     }
     let candidate = Candidate {
-        app: &input.app,
+        app: &tag,
         nodes,
         scope: &scope,
-        account: input.account.as_deref(),
+        account: account.as_deref(),
         at: now,
         time_limit_s: input.time_limit_s,
     };
@@ -298,9 +306,9 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     // Looked up before it is created: inserting a tag, even one that exists,
     // waits for a batch that is updating its row, and that batch may be
     // waiting for this lock.
-    let app = match store::apps::get(&mut *tx, &input.app).await? {
+    let app = match store::apps::get(&mut *tx, &tag).await? {
         Some(app) => app,
-        None => store::apps::ensure(&mut tx, &input.app).await?,
+        None => store::apps::ensure(&mut tx, &tag).await?,
     };
     let job = NewJob {
         source: source.into(),
@@ -309,7 +317,7 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
         nodes: i32::try_from(nodes).unwrap_or(i32::MAX),
         node_list: scope.list,
         partition: input.partition,
-        account: input.account,
+        account: account.map(String::from),
         started_at,
         predicted_apc_w: estimate.apc_w,
         predicted_ets_j: estimate.ets_j,
