@@ -31,12 +31,14 @@ use crate::tokens::Scope;
 /// Entries kept at most; beyond, the cache starts afresh.
 const MAX_ENTRIES: usize = 100_000;
 
-/// Rendered answers kept at most, and the largest one kept (bytes): at most
-/// 64 MiB, whatever the queries. Requests whose answer was rendered are
+/// Rendered answers kept at most, the largest one kept and the longest
+/// request target (path and query) kept (bytes): at most 68 MiB, whatever
+/// the queries. Requests whose answer was rendered are
 /// remembered (as hashes) in as many, so that an answer is kept only when
 /// its request comes again: one-off questions cost no copy.
 const MAX_ANSWERS: usize = 4096;
 const MAX_ANSWER_BYTES: usize = 16 * 1024;
+const MAX_TARGET_BYTES: usize = 1024;
 
 /// A live token's id and scopes (those this version knows; parsed once).
 #[derive(Debug, Clone)]
@@ -158,7 +160,17 @@ pub struct Caches {
     /// The notification connection is down: the database is taken for
     /// unreachable, and expired entries answer instead (see `stale_*`).
     degraded: std::sync::atomic::AtomicBool,
+    /// When a read last failed for want of the database while the
+    /// notification connection held (a pool time-out): ms after `started`,
+    /// 0 for never. The database counts as unreachable for
+    /// `read_failure_hold` after it, then is tried again.
+    read_failed_at: AtomicU64,
+    read_failure_hold: Duration,
+    started: Instant,
 }
+
+/// How long a failed read makes the database count as unreachable.
+const READ_FAILURE_HOLD: Duration = Duration::from_secs(5);
 
 /// A workload and a partition (`None`: all nodes).
 pub type PowersKey = (String, Option<String>);
@@ -177,13 +189,42 @@ impl Caches {
             hasher: RandomState::new(),
             generation,
             degraded: std::sync::atomic::AtomicBool::new(false),
+            read_failed_at: AtomicU64::new(0),
+            read_failure_hold: READ_FAILURE_HOLD,
+            started: Instant::now(),
         }
     }
 
     /// Whether the database is taken for unreachable: the notification
-    /// connection is lost and not yet back.
+    /// connection is lost and not yet back, or a read failed for want of
+    /// the database less than `READ_FAILURE_HOLD` ago.
     pub fn degraded(&self) -> bool {
-        self.degraded.load(Ordering::SeqCst)
+        self.degraded.load(Ordering::SeqCst) || self.read_failing()
+    }
+
+    fn read_failing(&self) -> bool {
+        let at = self.read_failed_at.load(Ordering::SeqCst);
+        at != 0
+            && self.since_start_ms() < at.saturating_add(self.read_failure_hold.as_millis() as u64)
+    }
+
+    fn since_start_ms(&self) -> u64 {
+        (self.started.elapsed().as_millis() as u64).max(1)
+    }
+
+    /// A read failed for want of the database (what was last read answers
+    /// instead) although the notification connection holds: the database
+    /// counts as unreachable for a while, then is tried again. The
+    /// notification connection alone would never clear it.
+    pub fn read_failed(&self) {
+        if !self.read_failing() {
+            tracing::warn!(
+                hold_s = self.read_failure_hold.as_secs_f64(),
+                "database read failed: serving what is in memory for a while"
+            );
+        }
+        self.read_failed_at
+            .store(self.since_start_ms(), Ordering::SeqCst);
     }
 
     pub fn set_degraded(&self, degraded: bool) {
@@ -299,9 +340,10 @@ impl Caches {
     /// Keep the answer rendered for `target`, computed from what was read
     /// after the answers' generation was `read_at`, with the database
     /// `degraded` or not throughout, if `target` was rendered before.
-    /// Large answers are not kept.
+    /// Large answers, and those of long targets, are not kept.
     pub fn put_answer(&self, target: &str, body: Bytes, degraded: bool, read_at: u64) {
         if body.len() <= MAX_ANSWER_BYTES
+            && target.len() <= MAX_TARGET_BYTES
             && degraded == self.degraded()
             && self.rendered_before(target)
         {
@@ -571,6 +613,9 @@ mod tests {
             caches.put_answer(TARGET, large, false, caches.answers_generation());
         }
         assert!(caches.answer(TARGET).is_none());
+        let long = format!("{TARGET}&node_list={}", "n".repeat(MAX_TARGET_BYTES));
+        keep(&caches, &long, caches.answers_generation());
+        assert!(caches.answer(&long).is_none());
         for n in 0..=MAX_ANSWERS {
             keep(
                 &caches,
@@ -585,5 +630,22 @@ mod tests {
             caches.answer(TARGET).is_none(),
             "a zero lifetime keeps nothing"
         );
+    }
+
+    #[test]
+    fn a_failed_read_degrades_for_a_while_only() {
+        let mut caches = Caches::new(Duration::from_secs(60));
+        caches.read_failure_hold = Duration::from_millis(100);
+        assert!(!caches.degraded());
+        caches.read_failed();
+        assert!(caches.degraded(), "what is in memory answers, flagged");
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(!caches.degraded(), "then the database is tried again");
+        // The notification connection's state holds until it changes.
+        caches.set_degraded(true);
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(caches.degraded());
+        caches.set_degraded(false);
+        assert!(!caches.degraded());
     }
 }

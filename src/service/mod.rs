@@ -55,7 +55,7 @@ impl Service {
     pub(crate) fn stale_or<T>(&self, error: sqlx::Error, stale: Option<T>) -> Result<T> {
         match (Error::from(error), stale) {
             (Error::Unavailable(_), Some(value)) => {
-                self.caches.set_degraded(true);
+                self.caches.read_failed();
                 Ok(value)
             }
             (error, _) => Err(error),
