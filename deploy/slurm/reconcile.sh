@@ -20,20 +20,23 @@
 #   * every few minutes, for the other cases: joulecast-reconcile.timer.
 #
 # The rule: a job the service holds for this source is released when Slurm
-# shows it PENDING (requeued), in a final state, or not at all (purged
-# after MinJobAge). Any other state (CONFIGURING, RUNNING, COMPLETING,
+# shows it PENDING or held (requeued), in a final state, or not at all
+# (purged after MinJobAge). Any other state (CONFIGURING, RUNNING, COMPLETING,
 # SUSPENDED, REQUEUED while completing, ...) keeps it: the epilog, or the
-# next run, deals with it. Nothing is released unless squeue answered and
-# can see every user's jobs (root, SlurmUser, or PrivateData without
-# "jobs"). The source must be this cluster's alone: a job of this source
+# next run, deals with it. Nothing is released unless squeue answered, can
+# see every user's jobs (root, SlurmUser, or PrivateData without "jobs"),
+# runs without the SQUEUE_* settings that filter it, and listed some job. The source must be this cluster's alone: a job of this source
 # that Slurm does not know is released.
 #
 # A requeued job cannot start again between this script's squeue and its
 # DELETE (well under a second): Slurm holds requeued jobs back (BeginTime).
 #
-#   reconcile.sh [--dry-run] [node...]
-#     --dry-run  say what would be released, release nothing
-#     node...    ignored (strigger passes the nodes that went down)
+#   reconcile.sh [--dry-run] [--allow-empty-queue] [node...]
+#     --dry-run            say what would be released, release nothing
+#     --allow-empty-queue  release even when squeue lists no job at all
+#                          (refused otherwise: an empty queue while jobs are
+#                          held is more likely a squeue that saw nothing)
+#     node...              ignored (strigger passes the nodes that went down)
 #
 # Exit status: 0 when every release was done (or none was needed); 1 when
 # the service or squeue could not be asked or a release failed, so that
@@ -62,16 +65,18 @@ if [[ -r $conf ]]; then
 	. "$conf"
 fi
 
-dry_run=false
+dry_run=false allow_empty=false
+usage="usage: $0 [--dry-run] [--allow-empty-queue]"
 for arg in "$@"; do
 	case $arg in
 	--dry-run) dry_run=true ;;
+	--allow-empty-queue) allow_empty=true ;;
 	-h | --help)
-		echo "usage: $0 [--dry-run]"
+		echo "$usage"
 		exit 0
 		;;
 	-*)
-		echo "usage: $0 [--dry-run]" >&2
+		echo "$usage" >&2
 		exit 2
 		;;
 	*) ;; # strigger passes the nodes that went down: every job is looked at anyway
@@ -134,9 +139,11 @@ request() { # method path: the HTTP status (000 when unanswered); body in $tmp/a
 # recorded after this is not looked at).
 code=$(request GET /v1/jobs)
 [[ $code == 200 ]] || die "GET /v1/jobs answered HTTP $code: $(head -c 300 "$tmp/err" "$tmp/answer" 2>/dev/null)"
-mapfile -t held < <("$JOULECAST_JQ" -r --arg s "$source_name" \
+ids=$("$JOULECAST_JQ" -r --arg s "$source_name" \
 	'.items[] | select(.source == $s) | .job_id' "$tmp/answer") ||
 	die "could not read the service's jobs"
+held=()
+[[ -z $ids ]] || mapfile -t held <<<"$ids"
 if ((${#held[@]} == 0)); then
 	log debug "no job of $source_name is held as running"
 	exit 0
@@ -145,8 +152,13 @@ fi
 # 2. What Slurm knows, by the ids the prolog reports: array tasks as
 # ARRAYID_TASKID, every other job (heterogeneous components included) by
 # its own job id.
+# Settings in the environment that would make squeue list some jobs only.
+unset "${!SQUEUE_@}" SLURM_CLUSTERS
 listing=$("$JOULECAST_SQUEUE" --noheader --all --array --states=all \
 	--format='%A|%F|%K|%T' 2>&1) || die "squeue failed: ${listing:0:300}"
+if [[ -z $listing ]] && ! $allow_empty; then
+	die "squeue lists no job at all while ${#held[@]} are held; if the cluster is really idle, run with --allow-empty-queue"
+fi
 declare -A state
 while IFS='|' read -r id array_id task_id job_state; do
 	[[ -n $id ]] || continue
@@ -161,8 +173,8 @@ released=() failed=() kept=0
 for job_id in "${held[@]}"; do
 	slurm_state=${state[$job_id]:-UNKNOWN}
 	case $slurm_state in
-	PENDING | COMPLETED | CANCELLED | FAILED | TIMEOUT | NODE_FAIL | PREEMPTED | BOOT_FAIL | \
-		DEADLINE | OUT_OF_MEMORY | SPECIAL_EXIT | REVOKED | UNKNOWN) ;;
+	PENDING | REQUEUE_HOLD | RESV_DEL_HOLD | COMPLETED | CANCELLED | FAILED | TIMEOUT | NODE_FAIL | \
+		PREEMPTED | BOOT_FAIL | DEADLINE | OUT_OF_MEMORY | SPECIAL_EXIT | REVOKED | UNKNOWN) ;;
 	*)
 		kept=$((kept + 1))
 		continue

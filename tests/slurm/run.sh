@@ -112,7 +112,7 @@ runs=$(jq -cn --arg s "$CLUSTER" '{runs: [range(0; 3) | pow(2; .) as $n |
 	{app: "lin", source: $s, job_id: "h\($n)", nodes: $n, avg_power_w: (1000 * $n), duration_s: 600}]}')
 api POST /v1/runs/batch "$runs" >/dev/null
 
-job_state() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+job_state() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | head -1 | cut -d= -f2; }
 job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2-; }
 running_jobs() { api GET /v1/jobs | jq -r '.items[].job_id'; }
 is_running_in_service() { running_jobs | grep -qx "$1"; }
