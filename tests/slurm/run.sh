@@ -309,9 +309,31 @@ check "reconcile --dry-run: names the job it would release" \
 reconcile_releases() { reconcile && not_running_in_service "$1"; }
 check "reconcile: the ended job is released" reconcile_releases "$plain"
 check "reconcile: the running jobs are still reserved" all_held "${running[@]}"
-scancel "$array" "$het"
+
+# A job requeued while the service is down (its epilog cannot reach it):
+# Slurm holds it back PENDING (BeginTime), and the reconciler releases it;
+# with a squeue that fails, the reconciler fails and releases nothing.
+requeued=$(sbatch --parsable -N1 -w cn4 -J lin -A proj -t 5 --wrap 'sleep 300')
+wait_for 30 is_running_in_service "$requeued"
+kill "$SERVICE_PID"
+wait "$SERVICE_PID" 2>/dev/null
+scontrol requeue "$requeued"
+wait_for 30 state_is "$requeued" PENDING
+start_service
+check "requeue missed: the pending job is still held" is_running_in_service "$requeued"
+printf '%s\n' ". /etc/slurm/joulecast-slurm.conf" "JOULECAST_SQUEUE=false" >"$W/failing-squeue.conf"
+failing_squeue_keeps() {
+	! JOULECAST_SLURM_CONF=$W/failing-squeue.conf /etc/slurm/joulecast-reconcile.sh &&
+		is_running_in_service "$1"
+}
+check "reconcile: a failing squeue releases nothing" failing_squeue_keeps "$requeued"
+check "reconcile: a requeued (pending) job is released" reconcile_releases "$requeued"
+check "reconcile: says the job was pending" \
+	grep -q "job $requeued (PENDING in Slurm): power reservation released" "$W/log/scripts.log"
+scancel "$array" "$het" "$requeued"
 wait_for 30 finished "${array}_3"
 wait_for 30 finished "$het"
+wait_for 30 finished "$requeued"
 
 # 11. A node fails under a running job: the job ends (requeued) and its
 # reservation with it. The epilog releases it, unless slurmctld kills the
