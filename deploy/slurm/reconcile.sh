@@ -155,7 +155,8 @@ fi
 # Settings in the environment that would make squeue list some jobs only.
 unset "${!SQUEUE_@}" SLURM_CLUSTERS
 listing=$("$JOULECAST_SQUEUE" --noheader --all --array --states=all \
-	--format='%A|%F|%K|%T' 2>&1) || die "squeue failed: ${listing:0:300}"
+	--format='%A|%F|%K|%T' 2>"$tmp/squeue.err") ||
+	die "squeue failed: $(head -c 300 "$tmp/squeue.err")"
 if [[ -z $listing ]] && ! $allow_empty; then
 	die "squeue lists no job at all while ${#held[@]} are held; if the cluster is really idle, run with --allow-empty-queue"
 fi
