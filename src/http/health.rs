@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, Problem};
-use crate::{db, telemetry};
+use crate::{db, service, telemetry};
 
 #[derive(Serialize, ToSchema)]
 pub struct Health {
@@ -45,16 +45,46 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
 }
 
 /// Prometheus metrics (text exposition format): `http_requests_total` and
-/// `http_request_duration_seconds` by method, route and status. No token needed.
+/// `http_request_duration_seconds` by method, route and status, and what
+/// operators watch (docs/operations.md): per power scope `power_cap_watts`,
+/// `power_draw_watts`, `power_headroom_watts`, `power_reserved_watts` and
+/// `jobs_running`; per account `budget_limit_joules`,
+/// `budget_consumed_joules`, `budget_committed_joules` and
+/// `budget_remaining_joules`; `gauges_up` is 0 when these could not be read
+/// (database unreachable). No token needed.
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Metrics", body = String,
                content_type = "text/plain; version=0.0.4")))]
-pub async fn metrics() -> ([(axum::http::HeaderName, &'static str); 1], String) {
+pub async fn metrics(
+    State(state): State<AppState>,
+) -> ([(axum::http::HeaderName, &'static str); 1], String) {
+    let mut text = telemetry::render_metrics();
+    // Through an outage the database is not asked: the scrape stays quick.
+    let gauges = if state.caches.degraded() {
+        None
+    } else {
+        tokio::time::timeout(GAUGES_TIME_LIMIT, service::gauges::render(&state))
+            .await
+            .ok()
+            .and_then(Result::ok)
+    };
+    text.push_str("# HELP gauges_up Whether the power and budget gauges could be read.\n");
+    text.push_str("# TYPE gauges_up gauge\n");
+    match gauges {
+        Some(gauges) => {
+            text.push_str("gauges_up 1\n");
+            text.push_str(&gauges);
+        }
+        None => text.push_str("gauges_up 0\n"),
+    }
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
-        telemetry::render_metrics(),
+        text,
     )
 }
+
+/// How long a scrape waits for the power and budget gauges.
+const GAUGES_TIME_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);

@@ -155,6 +155,19 @@ pub async fn get(service: &Service, account: &Account) -> Result<Budget> {
     standing(&mut conn, &load, row, Utc::now()).await
 }
 
+/// Where up to `limit` accounts with a budget stand now, by account.
+pub async fn standings(service: &Service, limit: i64) -> Result<Vec<Budget>> {
+    // The load before the connection, as in `set`.
+    let load = power::current_load(service).await?;
+    let mut conn = service.pool.acquire().await?;
+    let now = Utc::now();
+    let mut standings = Vec::new();
+    for row in store::budgets::list(&mut *conn, limit).await? {
+        standings.push(standing(&mut conn, &load, row, now).await?);
+    }
+    Ok(standings)
+}
+
 /// Where the budget's account stands at `now`.
 pub async fn standing(
     conn: &mut PgConnection,

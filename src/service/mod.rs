@@ -15,6 +15,7 @@ pub mod budgets;
 pub mod caps;
 pub mod efficiency;
 pub mod error;
+pub mod gauges;
 pub mod imports;
 pub mod jobs;
 pub mod nodes;
@@ -36,6 +37,8 @@ pub struct Service {
     /// Permits for heavy computations (model searches, rule checks,
     /// efficiency scalability, batch validation): see `offload`.
     pub heavy: Arc<tokio::sync::Semaphore>,
+    /// The operators' gauges as last read, and when (see `gauges`).
+    pub gauges: tokio::sync::Mutex<Option<(std::time::Instant, String)>>,
 }
 
 impl Service {
@@ -46,6 +49,7 @@ impl Service {
             heavy: Arc::new(tokio::sync::Semaphore::new(settings.heavy_permits.max(1))),
             settings,
             models: Arc::default(),
+            gauges: tokio::sync::Mutex::default(),
         }
     }
 

@@ -51,6 +51,15 @@ pub async fn upsert(
     Ok((row.budget, row.created))
 }
 
+/// Up to `limit` budgets, by account.
+pub async fn list(executor: impl PgExecutor<'_>, limit: i64) -> sqlx::Result<Vec<BudgetRow>> {
+    let query = format!("SELECT {COLUMNS} FROM budgets ORDER BY account LIMIT $1");
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(limit)
+        .fetch_all(executor)
+        .await
+}
+
 pub async fn get(executor: impl PgExecutor<'_>, account: &str) -> sqlx::Result<Option<BudgetRow>> {
     let query = format!("SELECT {COLUMNS} FROM budgets WHERE account = $1");
     sqlx::query_as(sqlx::AssertSqlSafe(query))

@@ -94,3 +94,89 @@ async fn headroom_is_the_cap_minus_jobs_and_idle_nodes() {
         .await
         .assert_field_error(StatusCode::BAD_REQUEST, "partition");
 }
+
+/// `/metrics` shows per scope and per account what the API answers.
+#[tokio::test]
+async fn metrics_show_each_scope_and_account_as_the_api_does() {
+    let app = TestApp::new().await;
+    for i in 1..=4 {
+        let body = json!({"partition": "batch", "idle_power_w": 80.0});
+        let reply = app.put(&format!("/v1/nodes/c{i}"), &app.admin, &body).await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+    }
+    for (name, body) in [
+        ("site", json!({"limit_w": 10_000.0})),
+        ("batch", json!({"limit_w": 8_000.0, "partition": "batch"})),
+    ] {
+        let reply = app
+            .put(&format!("/v1/power-caps/{name}"), &app.admin, &body)
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+    }
+    let budget = json!({"limit_j": 1.0e9, "period": "month"});
+    let reply = app.put("/v1/budgets/proj", &app.admin, &budget).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    let job = json!({"source": "s", "job_id": "A", "app": "lin", "node_list": "c[1-2]",
+                     "partition": "batch", "account": "proj"});
+    let reply = app.post("/v1/jobs", &app.schedule, &job).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+
+    // A running job's commitment shrinks as it runs: /metrics reads between
+    // these two answers.
+    let before = app.get("/v1/budgets/proj", &app.read).await.body;
+    let reply = app
+        .call(axum::http::Method::GET, "/metrics", None, None)
+        .await;
+    let after = app.get("/v1/budgets/proj", &app.read).await.body;
+    assert_eq!(reply.status, StatusCode::OK);
+    let serde_json::Value::String(text) = reply.body else {
+        panic!("text expected")
+    };
+    let value = |series: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.rsplit_once(' ').is_some_and(|(s, _)| s == series))
+            .unwrap_or_else(|| panic!("no {series} in\n{text}"));
+        line.rsplit_once(' ').unwrap().1.parse().unwrap()
+    };
+    assert_eq!(value("gauges_up"), 1.0);
+    for (query, labels) in [("", ""), ("?partition=batch", "{partition=\"batch\"}")] {
+        let h = app
+            .get(&format!("/v1/power/headroom{query}"), &app.read)
+            .await
+            .body;
+        let cap = h["cap"]["limit_w"].as_f64().unwrap();
+        assert_eq!(value(&format!("power_cap_watts{labels}")), cap);
+        let draw = h["draw_w"].as_f64().unwrap();
+        assert!((value(&format!("power_draw_watts{labels}")) - draw).abs() < 1e-6);
+        let headroom = h["headroom_w"].as_f64().unwrap();
+        assert!((value(&format!("power_headroom_watts{labels}")) - headroom).abs() < 1e-6);
+        assert_eq!(value(&format!("jobs_running{labels}")), 1.0);
+        assert!(close(
+            &json!(value(&format!("power_reserved_watts{labels}"))),
+            2000.0
+        ));
+    }
+    for (series, field) in [
+        ("budget_limit_joules", "limit_j"),
+        ("budget_consumed_joules", "consumed_j"),
+        ("budget_committed_joules", "committed_j"),
+        ("budget_remaining_joules", "remaining_j"),
+    ] {
+        let shown = value(&format!("{series}{{account=\"proj\"}}"));
+        let (a, b) = (
+            before[field].as_f64().unwrap(),
+            after[field].as_f64().unwrap(),
+        );
+        let (low, high) = (a.min(b), a.max(b));
+        let slack = 1e-9 * high.abs().max(1.0);
+        assert!(
+            low - slack <= shown && shown <= high + slack,
+            "{series}: {shown} not within [{low}, {high}]"
+        );
+    }
+    assert!(value("budget_committed_joules{account=\"proj\"}") > 0.0);
+}

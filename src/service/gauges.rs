@@ -1,0 +1,128 @@
+//! What operators watch, for `/metrics`: per power scope (the whole system,
+//! and each partition that has a cap) the cap in force, the draw, the
+//! headroom, the reserved power and the running jobs; per account with a
+//! budget its limit, consumption, commitment and what remains. Read afresh
+//! (at most every `FRESH_FOR`) and written in the Prometheus text format
+//! beside the exporter's own metrics, so that a scope or an account that
+//! goes away leaves no stale series. Labels are bounded by what
+//! administrators create: partitions with caps, accounts with budgets.
+
+use std::fmt::Write;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+
+use super::{Result, Service, budgets, power};
+use crate::store;
+
+/// How long one reading serves scrapes (several Prometheus servers, or a
+/// client polling `/metrics`, cost the database one reading per this).
+const FRESH_FOR: Duration = Duration::from_secs(2);
+
+/// Accounts shown at most.
+const MAX_ACCOUNTS: i64 = 10_000;
+
+/// The gauges as Prometheus text: from the last reading if recent enough.
+pub async fn render(service: &Service) -> Result<String> {
+    let mut kept = service.gauges.lock().await;
+    if let Some((at, text)) = kept.as_ref()
+        && at.elapsed() < FRESH_FOR
+    {
+        return Ok(text.clone());
+    }
+    let text = read(service).await?;
+    *kept = Some((Instant::now(), text.clone()));
+    Ok(text)
+}
+
+async fn read(service: &Service) -> Result<String> {
+    let now = Utc::now();
+    let mut partitions: Vec<String> = store::caps::list(&service.pool)
+        .await?
+        .into_iter()
+        .filter_map(|cap| cap.partition)
+        .collect();
+    partitions.sort();
+    partitions.dedup();
+    let mut scopes = Vec::with_capacity(partitions.len() + 1);
+    for partition in std::iter::once(None).chain(partitions.iter().map(Some)) {
+        let headroom = power::headroom(service, partition.map(String::as_str), now, now).await?;
+        let labels = partition.map_or_else(String::new, |p| format!("{{partition=\"{p}\"}}"));
+        scopes.push((labels, headroom));
+    }
+    let mut out = String::new();
+    let mut gauge = |name: &str, help: &str, values: &mut dyn Iterator<Item = (&str, f64)>| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (labels, value) in values {
+            let _ = writeln!(out, "{name}{labels} {value}");
+        }
+    };
+    gauge(
+        "power_cap_watts",
+        "The power cap in force, W; the whole system without a partition label (absent without a cap).",
+        &mut scopes
+            .iter()
+            .filter_map(|(l, h)| h.cap.as_ref().map(|c| (l.as_str(), c.limit_w))),
+    );
+    gauge(
+        "power_draw_watts",
+        "Running jobs' reserved power plus the idle nodes' power, W.",
+        &mut scopes.iter().map(|(l, h)| (l.as_str(), h.draw_w)),
+    );
+    gauge(
+        "power_headroom_watts",
+        "Cap minus draw, W (absent without a cap; negative: over the cap).",
+        &mut scopes
+            .iter()
+            .filter_map(|(l, h)| h.headroom_w.map(|w| (l.as_str(), w))),
+    );
+    gauge(
+        "power_reserved_watts",
+        "The running jobs' reserved power, W.",
+        &mut scopes
+            .iter()
+            .map(|(l, h)| (l.as_str(), h.jobs.iter().map(|j| j.reserved_w).sum())),
+    );
+    gauge(
+        "jobs_running",
+        "Running jobs whose reservation has not expired.",
+        &mut scopes
+            .iter()
+            .map(|(l, h)| (l.as_str(), h.jobs.len() as f64)),
+    );
+
+    let standings = budgets::standings(service, MAX_ACCOUNTS).await?;
+    let accounts: Vec<(String, &budgets::Budget)> = standings
+        .iter()
+        .map(|b| (format!("{{account=\"{}\"}}", b.account), b))
+        .collect();
+    for (name, help, value) in [
+        (
+            "budget_limit_joules",
+            "The account's energy budget for its period, J.",
+            (|b| b.limit_j) as fn(&budgets::Budget) -> f64,
+        ),
+        (
+            "budget_consumed_joules",
+            "Energy of the account's runs in the period, J.",
+            |b| b.consumed_j,
+        ),
+        (
+            "budget_committed_joules",
+            "Energy the account's running jobs are still predicted to use, J.",
+            |b| b.committed_j,
+        ),
+        (
+            "budget_remaining_joules",
+            "Limit minus consumed minus committed, J.",
+            |b| b.remaining_j,
+        ),
+    ] {
+        gauge(
+            name,
+            help,
+            &mut accounts.iter().map(|(l, b)| (l.as_str(), value(b))),
+        );
+    }
+    Ok(out)
+}
