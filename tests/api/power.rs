@@ -9,6 +9,19 @@ fn close(value: &serde_json::Value, expected: f64) -> bool {
     value.as_f64().is_some_and(|v| (v - expected).abs() < 1e-6)
 }
 
+/// A 10 kW cap on the whole site, and an 8 kW cap on partition `batch`.
+async fn site_and_batch_caps(app: &TestApp) {
+    for (name, body) in [
+        ("site", json!({"limit_w": 10_000.0})),
+        ("batch", json!({"limit_w": 8_000.0, "partition": "batch"})),
+    ] {
+        let reply = app
+            .put(&format!("/v1/power-caps/{name}"), &app.admin, &body)
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+    }
+}
+
 #[tokio::test]
 async fn headroom_is_the_cap_minus_jobs_and_idle_nodes() {
     let app = TestApp::new().await;
@@ -24,15 +37,7 @@ async fn headroom_is_the_cap_minus_jobs_and_idle_nodes() {
             .await;
         assert_eq!(reply.status, StatusCode::CREATED);
     }
-    for (name, body) in [
-        ("site", json!({"limit_w": 10_000.0})),
-        ("batch", json!({"limit_w": 8_000.0, "partition": "batch"})),
-    ] {
-        let reply = app
-            .put(&format!("/v1/power-caps/{name}"), &app.admin, &body)
-            .await;
-        assert_eq!(reply.status, StatusCode::CREATED);
-    }
+    site_and_batch_caps(&app).await;
     // History: APC 1000·n W.
     for n in [1, 2, 4] {
         app.ingest(&run("lin", &format!("h{n}"), n)).await;
@@ -104,15 +109,7 @@ async fn metrics_show_each_scope_and_account_as_the_api_does() {
         let reply = app.put(&format!("/v1/nodes/c{i}"), &app.admin, &body).await;
         assert_eq!(reply.status, StatusCode::CREATED);
     }
-    for (name, body) in [
-        ("site", json!({"limit_w": 10_000.0})),
-        ("batch", json!({"limit_w": 8_000.0, "partition": "batch"})),
-    ] {
-        let reply = app
-            .put(&format!("/v1/power-caps/{name}"), &app.admin, &body)
-            .await;
-        assert_eq!(reply.status, StatusCode::CREATED);
-    }
+    site_and_batch_caps(&app).await;
     let budget = json!({"limit_j": 1.0e9, "period": "month"});
     let reply = app.put("/v1/budgets/proj", &app.admin, &budget).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
