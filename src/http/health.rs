@@ -48,10 +48,11 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
 /// `http_request_duration_seconds` by method, route and status, and what
 /// operators watch (docs/operations.md): per power scope `power_cap_watts`,
 /// `power_draw_watts`, `power_headroom_watts`, `power_reserved_watts` and
-/// `jobs_running`; per account `budget_limit_joules`,
-/// `budget_consumed_joules`, `budget_committed_joules` and
-/// `budget_remaining_joules`; `gauges_up` is 0 when these could not be read
-/// (database unreachable). No token needed.
+/// `jobs_running`; `jobs_stale` and `jobs_expired`; per account
+/// `budget_limit_joules`, `budget_consumed_joules`,
+/// `budget_committed_joules`, `budget_remaining_joules` and
+/// `budget_runs_out_within_period`; `gauges_up` is 0 when these could not
+/// be read (database unreachable). No token needed.
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Metrics", body = String,
                content_type = "text/plain; version=0.0.4")))]

@@ -1,7 +1,8 @@
 //! What operators watch, for `/metrics`: per power scope (the whole system,
 //! and each partition that has a cap) the cap in force, the draw, the
-//! headroom, the reserved power and the running jobs; per account with a
-//! budget its limit, consumption, commitment and what remains. Read afresh
+//! headroom, the reserved power and the running jobs; the stale and expired
+//! jobs; per account with a budget its limit, consumption, commitment, what
+//! remains and whether it runs out within its period. Read afresh
 //! (at most every `FRESH_FOR`) and written in the Prometheus text format
 //! beside the exporter's own metrics, so that a scope or an account that
 //! goes away leaves no stale series. Labels are bounded by what
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
-use super::{Result, Service, budgets, power};
+use super::{Result, Service, budgets, jobs, power};
 use crate::store;
 
 /// How long one reading serves scrapes (several Prometheus servers, or a
@@ -91,6 +92,18 @@ async fn read(service: &Service) -> Result<String> {
             .map(|(l, h)| (l.as_str(), h.jobs.len() as f64)),
     );
 
+    let all = jobs::list(service, None, None).await?;
+    gauge(
+        "jobs_stale",
+        "Running jobs that have run more than twice their predicted TtS: their end was likely never reported.",
+        &mut std::iter::once(("", all.stale as f64)),
+    );
+    gauge(
+        "jobs_expired",
+        "Jobs whose reservation expired before their end was reported.",
+        &mut std::iter::once(("", all.expired as f64)),
+    );
+
     let standings = budgets::standings(service, MAX_ACCOUNTS).await?;
     let accounts: Vec<(String, &budgets::Budget)> = standings
         .iter()
@@ -116,6 +129,11 @@ async fn read(service: &Service) -> Result<String> {
             "budget_remaining_joules",
             "Limit minus consumed minus committed, J.",
             |b| b.remaining_j,
+        ),
+        (
+            "budget_runs_out_within_period",
+            "1 when the account's budget runs out before its period ends at the current pace.",
+            |b| f64::from(u8::from(b.runs_out_within_period)),
         ),
     ] {
         gauge(

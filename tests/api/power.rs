@@ -162,12 +162,11 @@ async fn metrics_show_each_scope_and_account_as_the_api_does() {
         ("budget_consumed_joules", "consumed_j"),
         ("budget_committed_joules", "committed_j"),
         ("budget_remaining_joules", "remaining_j"),
+        ("budget_runs_out_within_period", "runs_out_within_period"),
     ] {
         let shown = value(&format!("{series}{{account=\"proj\"}}"));
-        let (a, b) = (
-            before[field].as_f64().unwrap(),
-            after[field].as_f64().unwrap(),
-        );
+        let number = |v: &serde_json::Value| v.as_f64().or(v.as_bool().map(f64::from)).unwrap();
+        let (a, b) = (number(&before[field]), number(&after[field]));
         let (low, high) = (a.min(b), a.max(b));
         let slack = 1e-9 * high.abs().max(1.0);
         assert!(
@@ -176,4 +175,8 @@ async fn metrics_show_each_scope_and_account_as_the_api_does() {
         );
     }
     assert!(value("budget_committed_joules{account=\"proj\"}") > 0.0);
+    let jobs = app.get("/v1/jobs", &app.read).await.body;
+    for (series, field) in [("jobs_stale", "stale"), ("jobs_expired", "expired")] {
+        assert_eq!(value(series), jobs[field].as_f64().unwrap(), "{series}");
+    }
 }
