@@ -90,6 +90,18 @@ pub const JOB_ID_MAX: usize = 128;
 pub const ACCOUNT_MAX: usize = 128;
 pub const NODE_NAME_MAX: usize = 64;
 
+/// `parsed`'s value, or `None` after recording why under `field`: for
+/// checks that report every problem of an input at once.
+pub fn checked<T>(
+    problems: &mut Vec<FieldError>,
+    field: &str,
+    parsed: Result<T, String>,
+) -> Option<T> {
+    parsed
+        .map_err(|reason| problems.push(FieldError::new(field, reason)))
+        .ok()
+}
+
 /// Names checked once where they enter (a request, the command line, a
 /// file), so that what takes one needs no check of its own.
 macro_rules! checked_name {

@@ -70,9 +70,7 @@ pub async fn report_unreserved(
     Json(input): Json<UnreservedInput>,
 ) -> ApiResult<axum::Json<UnreservedCount>> {
     let mut problems = Vec::new();
-    let source = Source::parse(&input.source)
-        .map_err(|reason| problems.push(FieldError::new("source", reason)))
-        .ok();
+    let source = validate::checked(&mut problems, "source", Source::parse(&input.source));
     if input.jobs.is_empty() || input.jobs.len() > MAX_UNRESERVED {
         problems.push(FieldError::new(
             "jobs",
@@ -84,9 +82,9 @@ pub async fn report_unreserved(
     }
     let mut jobs: Vec<(JobId, DateTime<Utc>)> = Vec::with_capacity(input.jobs.len());
     for (i, job) in input.jobs.iter().enumerate() {
-        match JobId::parse(&job.job_id) {
-            Ok(id) => jobs.push((id, job.started_at)),
-            Err(reason) => problems.push(FieldError::new(format!("jobs[{i}].job_id"), reason)),
+        let field = format!("jobs[{i}].job_id");
+        if let Some(id) = validate::checked(&mut problems, &field, JobId::parse(&job.job_id)) {
+            jobs.push((id, job.started_at));
         }
         if let Err(reason) = validate::time_in_range(job.started_at) {
             problems.push(FieldError::new(format!("jobs[{i}].started_at"), reason));

@@ -74,13 +74,9 @@ pub(crate) struct CheckedShape {
 impl JobShape<'_> {
     /// The shape checked, after recording what is wrong.
     pub fn check(self, service: &Service, problems: &mut Vec<FieldError>) -> Option<CheckedShape> {
-        let app = Tag::parse(self.app)
-            .map_err(|reason| problems.push(FieldError::new("app", reason)))
-            .ok();
+        let app = validate::checked(problems, "app", Tag::parse(self.app));
         let account = self.account.map(Account::parse).transpose();
-        let account = account
-            .map_err(|reason| problems.push(FieldError::new("account", reason)))
-            .ok();
+        let account = validate::checked(problems, "account", account);
         if let Some(Err(reason)) = self.time_limit_s.map(validate::positive) {
             problems.push(FieldError::new("time_limit_s", reason));
         }

@@ -209,12 +209,8 @@ pub enum Start {
 /// taken as now, after any end.
 pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     let mut problems = Vec::new();
-    let source = Source::parse(&input.source)
-        .map_err(|reason| problems.push(FieldError::new("source", reason)))
-        .ok();
-    let job_id = JobId::parse(&input.job_id)
-        .map_err(|reason| problems.push(FieldError::new("job_id", reason)))
-        .ok();
+    let source = validate::checked(&mut problems, "source", Source::parse(&input.source));
+    let job_id = validate::checked(&mut problems, "job_id", JobId::parse(&input.job_id));
     if let Some(Err(reason)) = input.started_at.map(validate::time_in_range) {
         problems.push(FieldError::new("started_at", reason));
     }
