@@ -13,8 +13,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
-use super::{Result, Service, budgets, jobs, power};
-use crate::store;
+use super::{Result, Service, budgets, caps, jobs, power};
 
 /// How long one reading serves scrapes (several Prometheus servers, or a
 /// client polling `/metrics`, cost the database one reading per this).
@@ -38,7 +37,7 @@ pub async fn render(service: &Service) -> Result<String> {
 
 async fn read(service: &Service) -> Result<String> {
     let now = Utc::now();
-    let mut partitions: Vec<String> = store::caps::list(&service.pool)
+    let mut partitions: Vec<String> = caps::list(service)
         .await?
         .into_iter()
         .filter_map(|cap| cap.partition)
