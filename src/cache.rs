@@ -22,11 +22,18 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use sqlx::postgres::PgListener;
 
-use crate::predict::NodePowers;
+use crate::predict::{NodePowers, Tally};
 use crate::store::apps::AppRow;
 use crate::store::notify::{self, Change};
 use crate::store::power::Load;
+use crate::telemetry::{Lookup, count_lookup};
 use crate::tokens::Scope;
+
+/// `found`, its lookup of `cache` counted.
+fn counted<T>(cache: Lookup, found: Option<T>) -> Option<T> {
+    count_lookup(cache, found.is_some());
+    found
+}
 
 /// Entries kept at most; beyond, the cache starts afresh.
 const MAX_ENTRIES: usize = 100_000;
@@ -153,7 +160,7 @@ pub struct Caches {
     /// Rendered prediction answers by request target (path and query),
     /// with whether they were made during an outage. Their own generation:
     /// the load changes with every job, and answers do not depend on it.
-    answers: TtlMap<String, (Bytes, bool)>,
+    answers: TtlMap<String, (Bytes, Tally, bool)>,
     /// Hashes of the requests whose answers were rendered lately.
     rendered: Mutex<HashSet<u64>>,
     hasher: RandomState,
@@ -229,7 +236,6 @@ impl Caches {
 
     pub fn set_degraded(&self, degraded: bool) {
         if self.degraded.swap(degraded, Ordering::SeqCst) != degraded {
-            metrics::gauge!("database_degraded").set(if degraded { 1.0 } else { 0.0 });
             if degraded {
                 tracing::warn!("database unreachable: serving what is in memory");
             } else {
@@ -246,7 +252,7 @@ impl Caches {
 
     /// A live token, verified less than the lifetime ago.
     pub fn token(&self, hash: &TokenHash) -> Option<Arc<CachedToken>> {
-        self.tokens.fresh(hash).filter(|t| t.live())
+        counted(Lookup::Token, self.tokens.fresh(hash).filter(|t| t.live()))
     }
 
     /// A token as last verified, however long ago (its own expiry still
@@ -267,7 +273,7 @@ impl Caches {
     }
 
     pub fn app(&self, tag: &str) -> Option<Arc<AppRow>> {
-        self.apps.fresh(tag)
+        counted(Lookup::Application, self.apps.fresh(tag))
     }
 
     /// An application row as last read, however long ago: outages only.
@@ -289,7 +295,7 @@ impl Caches {
 
     /// `Some(None)`: known to have no classified node.
     pub fn node_powers(&self, key: &PowersKey) -> Option<Option<Arc<NodePowers>>> {
-        self.node_powers.fresh(key)
+        counted(Lookup::NodePowers, self.node_powers.fresh(key))
     }
 
     /// Node powers as last read, however long ago: outages only.
@@ -311,7 +317,7 @@ impl Caches {
     }
 
     pub fn load(&self) -> Option<Arc<Load>> {
-        self.load.fresh(&())
+        counted(Lookup::Load, self.load.fresh(&()))
     }
 
     /// Cache the load read at generation `read_at`.
@@ -332,23 +338,35 @@ impl Caches {
     /// The answer rendered for `target` less than the lifetime ago, when
     /// nothing it was made from changed since and the database is as
     /// reachable as it was then.
-    pub fn answer(&self, target: &str) -> Option<Bytes> {
-        let (body, degraded) = self.answers.fresh(target)?;
-        (degraded == self.degraded()).then_some(body)
+    pub fn answer(&self, target: &str) -> Option<(Bytes, Tally)> {
+        let kept = self.answers.fresh(target);
+        counted(
+            Lookup::Answer,
+            kept.and_then(|(body, tally, degraded)| {
+                (degraded == self.degraded()).then_some((body, tally))
+            }),
+        )
     }
 
     /// Keep the answer rendered for `target`, computed from what was read
     /// after the answers' generation was `read_at`, with the database
     /// `degraded` or not throughout, if `target` was rendered before.
     /// Large answers, and those of long targets, are not kept.
-    pub fn put_answer(&self, target: &str, body: Bytes, degraded: bool, read_at: u64) {
+    pub fn put_answer(
+        &self,
+        target: &str,
+        body: Bytes,
+        tally: Tally,
+        degraded: bool,
+        read_at: u64,
+    ) {
         if body.len() <= MAX_ANSWER_BYTES
             && target.len() <= MAX_TARGET_BYTES
             && degraded == self.degraded()
             && self.rendered_before(target)
         {
             self.answers
-                .put(target.to_owned(), (body, degraded), read_at);
+                .put(target.to_owned(), (body, tally, degraded), read_at);
         }
     }
 
@@ -525,6 +543,7 @@ mod tests {
             caches.put_answer(
                 target,
                 Bytes::from_static(b"{}"),
+                Tally::default(),
                 caches.degraded(),
                 read_at,
             );
@@ -536,7 +555,13 @@ mod tests {
         let caches = Caches::new(Duration::from_secs(60));
         let put = |target: &str| {
             let body = Bytes::from_static(b"{}");
-            caches.put_answer(target, body, false, caches.answers_generation());
+            caches.put_answer(
+                target,
+                body,
+                Tally::default(),
+                false,
+                caches.answers_generation(),
+            );
         };
         put(TARGET);
         assert!(caches.answer(TARGET).is_none(), "asked once: not kept");
@@ -555,7 +580,10 @@ mod tests {
     fn answers_go_with_applications_and_nodes_not_with_the_load() {
         let caches = Caches::new(Duration::from_secs(60));
         keep(&caches, TARGET, caches.answers_generation());
-        assert_eq!(caches.answer(TARGET).as_deref(), Some(&b"{}"[..]));
+        assert_eq!(
+            caches.answer(TARGET).map(|(b, _)| b).as_deref(),
+            Some(&b"{}"[..])
+        );
         assert!(caches.answer("/v1/apps/a/predictions?nodes=5").is_none());
         // Jobs start and end all the time: that leaves answers alone.
         caches.apply(&Change::Load.payload());
@@ -595,11 +623,32 @@ mod tests {
         assert!(caches.answer(TARGET).is_none(), "flagged answers are due");
         // Made before the outage began: not kept as an outage answer.
         let read_at = caches.answers_generation();
-        caches.put_answer(TARGET, Bytes::from_static(b"[]"), false, read_at);
+        caches.put_answer(
+            TARGET,
+            Bytes::from_static(b"[]"),
+            Tally::default(),
+            false,
+            read_at,
+        );
         assert!(caches.answer(TARGET).is_none());
-        caches.put_answer(TARGET, Bytes::from_static(b"[]"), true, read_at);
-        caches.put_answer(TARGET, Bytes::from_static(b"[]"), true, read_at);
-        assert_eq!(caches.answer(TARGET).as_deref(), Some(&b"[]"[..]));
+        caches.put_answer(
+            TARGET,
+            Bytes::from_static(b"[]"),
+            Tally::default(),
+            true,
+            read_at,
+        );
+        caches.put_answer(
+            TARGET,
+            Bytes::from_static(b"[]"),
+            Tally::default(),
+            true,
+            read_at,
+        );
+        assert_eq!(
+            caches.answer(TARGET).map(|(b, _)| b).as_deref(),
+            Some(&b"[]"[..])
+        );
         caches.set_degraded(false);
         assert!(caches.answer(TARGET).is_none());
     }
@@ -610,7 +659,13 @@ mod tests {
         let large = Bytes::from(vec![b' '; MAX_ANSWER_BYTES + 1]);
         for _ in 0..2 {
             let large = large.clone();
-            caches.put_answer(TARGET, large, false, caches.answers_generation());
+            caches.put_answer(
+                TARGET,
+                large,
+                Tally::default(),
+                false,
+                caches.answers_generation(),
+            );
         }
         assert!(caches.answer(TARGET).is_none());
         let long = format!("{TARGET}&node_list={}", "n".repeat(MAX_TARGET_BYTES));

@@ -86,6 +86,11 @@ pub enum Metric {
 impl Metric {
     pub const ALL: [Metric; 3] = [Metric::Ets, Metric::Apc, Metric::Tts];
 
+    /// The position of this metric in `ALL`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Metric::Ets => "ets",

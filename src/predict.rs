@@ -20,8 +20,11 @@ use tokio::sync::OnceCell;
 
 use crate::model::bounds::{self, Scale};
 use crate::model::physics::Physics;
-use crate::model::{self, FitOptions, Metric, Model, Observation, ScalingMode};
+use crate::model::{
+    self, FitOptions, Flag, Metric, Model, Observation, Prediction, ScalingMode, Source,
+};
 use crate::store::{self, apps::AppRow, runs::RunPower, runs::RunQuantities, stats::StatsRow};
+use crate::telemetry::{self, Lookup, count_lookup};
 
 /// Distinct allowed %RMSE values cached per application version; requests
 /// for more are answered without caching, so a client cannot grow memory.
@@ -261,11 +264,13 @@ impl Models {
             let key = (FitKind::Metric(metric), allowed_rmse_pct.to_bits());
             fits.get(&key)?.get().cloned()
         };
-        Some([
+        let warm = [
             fitted(Metric::ALL[0])?,
             fitted(Metric::ALL[1])?,
             fitted(Metric::ALL[2])?,
-        ])
+        ];
+        count_lookup(Lookup::Model, true);
+        Some(warm)
     }
 
     /// The model of `metric` for `app` as it is now.
@@ -323,6 +328,7 @@ impl Models {
             }
         };
         let (cell, cached) = cell;
+        count_lookup(Lookup::Model, cell.initialized());
         // Fits that are not kept (a client varying allowed_rmse_pct) run one
         // at a time: they cannot crowd out the rest.
         let _permit = if cached {
@@ -393,7 +399,10 @@ async fn fit(history: Observations, options: FitOptions) -> Result<Arc<Fitted>, 
         return Err(PredictError::NoRuns);
     }
     tokio::task::spawn_blocking(move || {
-        model::fit_history(history.history(options.metric), options)
+        let started = std::time::Instant::now();
+        let model = model::fit_history(history.history(options.metric), options);
+        fit_duration(options.metric).record(started.elapsed());
+        model
     })
     .await
     .map_err(|e| PredictError::Fit(e.to_string()))?
@@ -404,6 +413,15 @@ async fn fit(history: Observations, options: FitOptions) -> Result<Arc<Fitted>, 
         })
     })
     .ok_or(PredictError::NoRuns)
+}
+
+/// `model_fit_duration_seconds{metric}`: how long fits take, by metric.
+fn fit_duration(metric: Metric) -> &'static metrics::Histogram {
+    static HISTOGRAMS: OnceLock<[metrics::Histogram; 3]> = OnceLock::new();
+    &HISTOGRAMS.get_or_init(|| {
+        Metric::ALL
+            .map(|m| telemetry::histogram("model_fit_duration_seconds", &[("metric", m.as_str())]))
+    })[metric.index()]
 }
 
 /// The runs' values of one metric.
@@ -548,4 +566,73 @@ mod tests {
         assert!(Arc::ptr_eq(&apps[&0], &kept), "the one used last stays");
         assert!(apps.contains_key(&(MAX_APPS_IN_MEMORY as i64)));
     }
+}
+
+/// What one answer predicted, for `/metrics`: for each metric answered, its
+/// source and flags (`predictions_total{metric, source}`,
+/// `prediction_flags_total{metric, flag}`). Kept with a kept answer, so
+/// that its requests count as the first did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Tally([Option<(Source, u8)>; 3]);
+
+impl Tally {
+    pub fn of(models: &[Arc<Fitted>], predictions: &[Prediction]) -> Tally {
+        let mut tally = Tally::default();
+        for (m, p) in models.iter().zip(predictions) {
+            let flags = p
+                .flags
+                .iter()
+                .fold(0u8, |bits, f| bits | (1 << flag_index(*f)));
+            tally.0[m.model.options.metric.index()] = Some((p.source, flags));
+        }
+        tally
+    }
+
+    pub fn count(self) {
+        let counters = prediction_counters();
+        for (metric, entry) in self.0.iter().enumerate() {
+            let Some((source, flags)) = *entry else {
+                continue;
+            };
+            counters.predictions[metric][usize::from(source == Source::Model)].increment(1);
+            for (i, counter) in counters.flags[metric].iter().enumerate() {
+                if flags & (1 << i) != 0 {
+                    counter.increment(1);
+                }
+            }
+        }
+    }
+}
+
+fn flag_index(flag: Flag) -> usize {
+    Flag::ALL.iter().position(|f| *f == flag).unwrap_or(0)
+}
+
+struct PredictionCounters {
+    /// By metric, then history / model.
+    predictions: [[metrics::Counter; 2]; 3],
+    /// By metric, then `Flag::ALL`.
+    flags: [[metrics::Counter; Flag::ALL.len()]; 3],
+}
+
+fn prediction_counters() -> &'static PredictionCounters {
+    static COUNTERS: OnceLock<PredictionCounters> = OnceLock::new();
+    COUNTERS.get_or_init(|| PredictionCounters {
+        predictions: Metric::ALL.map(|m| {
+            ["history", "model"].map(|source| {
+                telemetry::counter(
+                    "predictions_total",
+                    &[("metric", m.as_str()), ("source", source)],
+                )
+            })
+        }),
+        flags: Metric::ALL.map(|m| {
+            Flag::ALL.map(|f| {
+                telemetry::counter(
+                    "prediction_flags_total",
+                    &[("metric", m.as_str()), ("flag", f.as_str())],
+                )
+            })
+        }),
+    })
 }

@@ -2,6 +2,7 @@
 
 use std::sync::OnceLock;
 
+use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
@@ -30,11 +31,21 @@ fn metrics_handle() -> Option<&'static PrometheusHandle> {
             const BUCKETS: &[f64] = &[
                 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
             ];
+            // A fit takes from well under a millisecond to a few tens.
+            const FIT_BUCKETS: &[f64] = &[
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+            ];
             PrometheusBuilder::new()
                 .set_buckets_for_metric(
                     Matcher::Full("http_request_duration_seconds".into()),
                     BUCKETS,
                 )
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("model_fit_duration_seconds".into()),
+                        FIT_BUCKETS,
+                    )
+                })
                 .and_then(PrometheusBuilder::install_recorder)
                 .inspect_err(|error| tracing::warn!(%error, "metrics are disabled"))
                 .ok()
@@ -47,6 +58,27 @@ pub fn init_metrics() {
     metrics_handle();
 }
 
+/// The counter `name` with `labels`, after the recorder is installed: a
+/// handle to keep, so that counting is an atomic add with no registry
+/// lookup (the prediction path counts several times per request).
+pub fn counter(name: &'static str, labels: &[(&'static str, &'static str)]) -> Counter {
+    metrics_handle();
+    metrics::counter!(name, static_labels(labels))
+}
+
+/// The histogram `name` with `labels`, after the recorder is installed.
+pub fn histogram(name: &'static str, labels: &[(&'static str, &'static str)]) -> Histogram {
+    metrics_handle();
+    metrics::histogram!(name, static_labels(labels))
+}
+
+fn static_labels(labels: &[(&'static str, &'static str)]) -> Vec<metrics::Label> {
+    labels
+        .iter()
+        .map(|&(k, v)| metrics::Label::from_static_parts(k, v))
+        .collect()
+}
+
 /// The metrics in Prometheus text exposition format.
 pub fn render_metrics() -> String {
     match metrics_handle() {
@@ -56,4 +88,60 @@ pub fn render_metrics() -> String {
         }
         None => String::new(),
     }
+}
+
+/// The in-memory copies whose lookups `/metrics` counts
+/// (`cache_lookups_total{cache, result}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    Token,
+    Application,
+    NodePowers,
+    Load,
+    /// A rendered prediction answer (`Caches::answer`).
+    Answer,
+    /// A fitted model (`predict::Models`): a miss is a fit.
+    Model,
+}
+
+impl Lookup {
+    const ALL: [Lookup; 6] = [
+        Lookup::Token,
+        Lookup::Application,
+        Lookup::NodePowers,
+        Lookup::Load,
+        Lookup::Answer,
+        Lookup::Model,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Lookup::Token => "token",
+            Lookup::Application => "application",
+            Lookup::NodePowers => "node_powers",
+            Lookup::Load => "load",
+            Lookup::Answer => "answer",
+            Lookup::Model => "model",
+        }
+    }
+}
+
+/// Count a lookup of `cache`, found (`hit`) or not.
+pub fn count_lookup(cache: Lookup, hit: bool) {
+    static COUNTERS: OnceLock<Vec<[Counter; 2]>> = OnceLock::new();
+    let counters = COUNTERS.get_or_init(|| {
+        Lookup::ALL
+            .iter()
+            .map(|c| {
+                ["hit", "miss"].map(|result| {
+                    counter(
+                        "cache_lookups_total",
+                        &[("cache", c.as_str()), ("result", result)],
+                    )
+                })
+            })
+            .collect()
+    });
+    let i = Lookup::ALL.iter().position(|c| *c == cache).unwrap_or(0);
+    counters[i][usize::from(!hit)].increment(1);
 }

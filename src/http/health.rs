@@ -52,7 +52,11 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
 /// `budget_limit_joules`, `budget_consumed_joules`,
 /// `budget_committed_joules`, `budget_remaining_joules` and
 /// `budget_runs_out_within_period`; `gauges_up` is 0 when these could not
-/// be read (database unreachable). No token needed.
+/// be read (database unreachable); `admission_decisions_total`,
+/// `predictions_total`, `prediction_flags_total`, `model_fits_total`,
+/// `model_fit_duration_seconds`, `cache_lookups_total`,
+/// `db_pool_connections`, `db_pool_max_connections`, `database_degraded`
+/// and `jobs_run_unreserved_total`. No token needed.
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Metrics", body = String,
                content_type = "text/plain; version=0.0.4")))]
@@ -60,6 +64,7 @@ pub async fn metrics(
     State(state): State<AppState>,
 ) -> ([(axum::http::HeaderName, &'static str); 1], String) {
     let mut text = telemetry::render_metrics();
+    service::gauges::process(&state, &mut text);
     // Through an outage the database is not asked: the scrape stays quick.
     let gauges = if state.caches.degraded() {
         None

@@ -416,6 +416,14 @@ pub enum Flag {
 }
 
 impl Flag {
+    pub const ALL: [Flag; 5] = [
+        Flag::Extrapolation,
+        Flag::ThinHistory,
+        Flag::RmseNotMet,
+        Flag::OutsideTheory,
+        Flag::DatabaseUnavailable,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Flag::Extrapolation => "extrapolation",

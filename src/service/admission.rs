@@ -483,5 +483,43 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
     };
     let load = power::current_load(service).await?;
     let mut conn = service.pool.acquire().await?;
-    decide(&mut conn, &load, &job, &estimate, now).await
+    let admission = decide(&mut conn, &load, &job, &estimate, now).await?;
+    count_decision(Asked::Question, &admission);
+    Ok(admission)
+}
+
+/// What an admission decision answered.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Asked {
+    /// `POST /v1/admission`: may this job start?
+    Question,
+    /// `POST /v1/jobs`: a job starting, and whether it was stored (a job
+    /// that does not fit is stored only when forced).
+    JobStart { stored: bool },
+}
+
+/// Count a decision on `/metrics`:
+/// `admission_decisions_total{request, decision, reason}`, the decision
+/// `admit`, `refuse`, or `forced` (a job start stored although it did not
+/// fit), the reason `fits`, `power_cap`, `energy_budget` or
+/// `power_cap_and_energy_budget` (what it did not fit).
+pub(crate) fn count_decision(asked: Asked, admission: &Admission) {
+    let request = match asked {
+        Asked::Question => "question",
+        Asked::JobStart { .. } => "job_start",
+    };
+    let decision = match (admission.admit, asked) {
+        (true, _) => "admit",
+        (false, Asked::JobStart { stored: true }) => "forced",
+        (false, _) => "refuse",
+    };
+    let reason = match (admission.power.fits, admission.energy.fits) {
+        (true, true) => "fits",
+        (false, true) => "power_cap",
+        (true, false) => "energy_budget",
+        (false, false) => "power_cap_and_energy_budget",
+    };
+    metrics::counter!("admission_decisions_total",
+        "request" => request, "decision" => decision, "reason" => reason)
+    .increment(1);
 }

@@ -35,6 +35,47 @@ pub async fn render(service: &Service) -> Result<String> {
     Ok(text)
 }
 
+/// What this process knows without asking the database: whether it takes
+/// the database for unreachable, and its connection pool's use.
+pub fn process(service: &Service, out: &mut String) {
+    write_gauge(
+        out,
+        "database_degraded",
+        "1 while the database is taken for unreachable: answers come from memory, writes are refused.",
+        &mut std::iter::once(("", f64::from(u8::from(service.caches.degraded())))),
+    );
+    let (open, idle) = (service.pool.size(), service.pool.num_idle());
+    let in_use = (open as usize).saturating_sub(idle);
+    write_gauge(
+        out,
+        "db_pool_connections",
+        "The database pool's open connections, by whether a request holds them.",
+        &mut [
+            ("{state=\"in_use\"}", in_use as f64),
+            ("{state=\"idle\"}", idle as f64),
+        ]
+        .into_iter(),
+    );
+    write_gauge(
+        out,
+        "db_pool_max_connections",
+        "The most connections the pool opens (--db-max-connections).",
+        &mut std::iter::once(("", f64::from(service.pool.options().get_max_connections()))),
+    );
+}
+
+fn write_gauge(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    values: &mut dyn Iterator<Item = (&str, f64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+    for (labels, value) in values {
+        let _ = writeln!(out, "{name}{labels} {value}");
+    }
+}
+
 async fn read(service: &Service) -> Result<String> {
     let now = Utc::now();
     let mut partitions: Vec<String> = caps::list(service)
@@ -52,10 +93,7 @@ async fn read(service: &Service) -> Result<String> {
     }
     let mut out = String::new();
     let mut gauge = |name: &str, help: &str, values: &mut dyn Iterator<Item = (&str, f64)>| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-        for (labels, value) in values {
-            let _ = writeln!(out, "{name}{labels} {value}");
-        }
+        write_gauge(&mut out, name, help, values);
     };
     gauge(
         "power_cap_watts",

@@ -6,7 +6,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::admission::{Admission, Candidate, CheckedShape, JobShape, decide};
+use super::admission::{
+    Admission, Asked, Candidate, CheckedShape, JobShape, count_decision, decide,
+};
 use super::predictions::{AggregateName, Consistent, NodeScope, node_answers};
 use super::runs::store_one;
 use super::{Error, Result, Service, apps};
@@ -295,6 +297,7 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     let admission = decide(&mut tx, &load, &candidate, &estimate, now).await?;
     if !admission.admit && !input.force {
         drop(tx);
+        count_decision(Asked::JobStart { stored: false }, &admission);
         return Ok(Start::Refused(Box::new(admission)));
     }
     // Under the lock: an application left without runs or jobs is removed
@@ -325,6 +328,10 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     let (row, created) = store::jobs::insert(&mut tx, &lock, &job).await?;
     tx.commit().await?;
     service.caches.forget_load();
+    if created {
+        // A start reported again was counted the first time.
+        count_decision(Asked::JobStart { stored: true }, &admission);
+    }
     let mut job = Job::from_row(row, Utc::now(), service.settings.expiry);
     job.admission = Some(admission);
     Ok(Start::Running {

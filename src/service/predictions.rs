@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 use super::{Error, Result, Service, apps, nodes, power};
 use crate::hostlist;
 use crate::model::{self, Aggregate, Flag, Metric, Prediction, Source, consistency};
-use crate::predict::{self, Fitted, PredictError};
+use crate::predict::{self, Fitted, PredictError, Tally};
 use crate::store::apps::AppRow;
 use crate::validate::{self, FieldError, Tag};
 
@@ -180,6 +180,8 @@ pub struct Predicted {
     pub predictions: Vec<Prediction>,
     pub apc_bounds: Option<ApcBounds>,
     pub node_set: Option<NodeSet>,
+    /// What `/metrics` counted of it.
+    pub tally: Tally,
 }
 
 /// Predict `app` for `query`: the one path of single and batch queries.
@@ -198,7 +200,10 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
     };
     physics_flags(service, app, &models, nodes, &mut predictions).await?;
     outage_flags(service, &mut predictions);
+    let tally = Tally::of(&models, &predictions);
+    tally.count();
     Ok(Predicted {
+        tally,
         aggregate,
         models,
         predictions,
@@ -214,22 +219,22 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
 /// Dashboards poll the same queries, and schedulers ask the same
 /// applications at the same node counts: they skip the prediction and its
 /// rendering.
-pub async fn kept_or_render<F: Future<Output = Result<Vec<u8>>>>(
+pub async fn kept_or_render<F: Future<Output = Result<(Vec<u8>, Tally)>>>(
     service: &Service,
     target: &str,
     render: impl FnOnce() -> F,
 ) -> Result<Bytes> {
     let caches = &service.caches;
     let (read_at, degraded) = (caches.answers_generation(), caches.degraded());
-    if let Some(body) = caches.answer(target) {
-        metrics::counter!("prediction_answers_total", "answer" => "kept").increment(1);
+    if let Some((body, tally)) = caches.answer(target) {
+        tally.count();
         return Ok(body);
     }
     // On the heap: the rendering's large future is not carried (and moved)
-    // by every request's, kept answers included.
-    let body = Bytes::from(Box::pin(render()).await?);
-    metrics::counter!("prediction_answers_total", "answer" => "rendered").increment(1);
-    caches.put_answer(target, body.clone(), degraded, read_at);
+    // by every request's, kept answers included. `predict` counted it.
+    let (body, tally) = Box::pin(render()).await?;
+    let body = Bytes::from(body);
+    caches.put_answer(target, body.clone(), tally, degraded, read_at);
     Ok(body)
 }
 

@@ -14,6 +14,7 @@ mod hygiene;
 mod imports;
 mod jobs;
 mod layout;
+mod metrics;
 mod nodes;
 mod outage;
 mod power;

@@ -107,7 +107,7 @@ pub async fn get_predictions(
             aggregate,
             apc_bounds,
             node_set,
-            ..
+            tally,
         } = predictions::predict(&state, &app, query).await?;
         let answer = Predictions {
             model_version: predict::ModelVersion(&app),
@@ -127,7 +127,7 @@ pub async fn get_predictions(
             .iter()
             .flat_map(|m| rendered(m).iter().map(|r| r.get().len()))
             .sum();
-        json_body(&answer, size + 1024)
+        Ok((json_body(&answer, size + 1024)?, tally))
     })
     .await?;
     Ok(json_response(body))
