@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_joulecast");
 
-fn command(data_dir: &Path) -> Command {
+pub(crate) fn command(data_dir: &Path) -> Command {
     let mut command = Command::new(BIN);
     // Only the settings chosen here, whatever the environment holds.
     for (name, _) in std::env::vars_os() {
@@ -32,7 +32,7 @@ fn command(data_dir: &Path) -> Command {
     command
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -41,7 +41,7 @@ fn free_port() -> u16 {
 }
 
 /// One HTTP/1.1 exchange on loopback; returns the status and the body.
-fn http(
+pub(crate) fn http(
     port: u16,
     method: &str,
     path: &str,
@@ -73,14 +73,14 @@ fn http(
     (status, body)
 }
 
-struct Service {
+pub(crate) struct Service {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Service {
     /// Start the binary on the embedded default and wait until it is ready.
-    fn start(data_dir: &Path) -> Service {
+    pub(crate) fn start(data_dir: &Path) -> Service {
         let port = free_port();
         let child = command(data_dir)
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
@@ -109,7 +109,7 @@ impl Service {
     }
 
     /// SIGTERM, and the exit status.
-    fn stop(self) -> std::process::ExitStatus {
+    pub(crate) fn stop(self) -> std::process::ExitStatus {
         self.stop_with(Signal::SIGTERM)
     }
 
@@ -137,7 +137,7 @@ impl Drop for Service {
     }
 }
 
-fn admin_token(data_dir: &Path) -> String {
+pub(crate) fn admin_token(data_dir: &Path) -> String {
     std::fs::read_to_string(data_dir.join("admin-token"))
         .unwrap()
         .trim()
@@ -166,7 +166,7 @@ fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
 }
 
 /// A data directory of its own (removed with the returned guard) and its layout.
-fn data_dir() -> (tempfile::TempDir, PathBuf, Layout) {
+pub(crate) fn data_dir() -> (tempfile::TempDir, PathBuf, Layout) {
     // Under /tmp, which the unprivileged cluster user can enter when we are root.
     let dir = tempfile::Builder::new()
         .prefix("joulecast-embedded-")

@@ -19,6 +19,7 @@ mod nodes;
 mod outage;
 mod power;
 mod predictions;
+mod prometheus;
 mod runs;
 mod sacct_script;
 mod scalability;
