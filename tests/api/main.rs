@@ -13,6 +13,7 @@ mod embedded;
 mod hygiene;
 mod imports;
 mod jobs;
+mod k8s;
 mod layout;
 mod metrics;
 mod nodes;
