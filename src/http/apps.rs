@@ -188,7 +188,7 @@ pub async fn list_apps(
         validate::identifier(tag, validate::TAG_MAX)
             .map_err(|_| ApiError::bad_request("cursor", "is not a cursor of this listing"))?;
     }
-    let mut rows = apps::list(&state, after.as_deref(), limit + 1).await?;
+    let mut rows = apps::list(&state, None, after.as_deref(), limit + 1).await?;
     let next_cursor = page::next_cursor(&mut rows, limit, |a| page::encode("apps", &a.tag));
     Ok(axum::Json(AppPage {
         items: rows.into_iter().map(App::from).collect(),

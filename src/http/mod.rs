@@ -40,6 +40,7 @@ pub mod power;
 pub mod predictions;
 pub mod runs;
 pub mod tokens;
+pub mod ui;
 pub mod unreserved;
 
 pub use crate::config::Settings;
@@ -126,6 +127,7 @@ pub fn router_from(state: AppState) -> Router {
     let limit = state.settings.max_body_bytes;
     let timeout = state.settings.request_timeout;
     api.merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
+        .merge(ui::routes())
         .fallback(not_found)
         .with_state(state)
         .layer(
@@ -213,7 +215,8 @@ fn intern(value: &str) -> &'static str {
 }
 
 /// Every error answer is a problem document, including those made by routing,
-/// time-outs and the panic guard rather than by a handler.
+/// time-outs and the panic guard rather than by a handler; the dashboard's
+/// error pages stay pages.
 async fn ensure_problem(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status();
@@ -221,7 +224,12 @@ async fn ensure_problem(request: Request, next: Next) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
-    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+    // The dashboard's error pages are pages.
+    let is_page = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem || is_page {
         return response;
     }
     let (mut parts, _) = response.into_parts();

@@ -63,9 +63,15 @@ pub async fn set_metadata(
     Ok(stored)
 }
 
-/// Up to `limit` applications in tag order, after `after`.
-pub async fn list(service: &Service, after: Option<&str>, limit: i64) -> Result<Vec<AppRow>> {
-    Ok(store::apps::list(&service.pool, after, limit).await?)
+/// Up to `limit` applications in tag order, after `after`, whose tag
+/// contains `contains` (ignoring case) when given.
+pub async fn list(
+    service: &Service,
+    contains: Option<&str>,
+    after: Option<&str>,
+    limit: i64,
+) -> Result<Vec<AppRow>> {
+    Ok(store::apps::list(&service.pool, contains, after, limit).await?)
 }
 
 /// Up to `limit` runs of application `app_id` matching `filter`, in id

@@ -168,6 +168,55 @@ pub async fn standings(service: &Service, limit: i64) -> Result<Vec<Budget>> {
     Ok(standings)
 }
 
+/// An account's standing and its consumption through the period so far:
+/// what a burn-down chart shows.
+#[derive(Debug)]
+pub struct BurnDown {
+    pub budget: Budget,
+    /// (a step's start, the energy consumed from the period's start to the
+    /// step's end, J), oldest first; steps of `step_s`.
+    pub consumed: Vec<(DateTime<Utc>, f64)>,
+    pub step_s: i64,
+}
+
+/// Steps of a burn-down chart in one period, about.
+const BURN_DOWN_STEPS: i64 = 60;
+
+/// `account`'s burn-down; `NotFound` without a budget.
+pub async fn burn_down(service: &Service, account: &Account) -> Result<BurnDown> {
+    let budget = get(service, account).await?;
+    let span = (budget.period_end - budget.period_start)
+        .num_seconds()
+        .max(1);
+    // Whole hours, or whole days beyond a few days.
+    let round_up = |s: i64, unit: i64| (s + unit - 1) / unit * unit;
+    let step_s = match span / BURN_DOWN_STEPS {
+        s if s > 6 * 3600 => round_up(s, 86_400),
+        s => round_up(s.max(1), 3600),
+    };
+    let steps = store::budgets::consumed_by_step(
+        &service.pool,
+        &budget.account,
+        budget.period_start,
+        budget.period_end,
+        step_s,
+    )
+    .await?;
+    let mut total = 0.0;
+    let consumed = steps
+        .into_iter()
+        .map(|(at, energy_j)| {
+            total += energy_j;
+            (at, total)
+        })
+        .collect();
+    Ok(BurnDown {
+        budget,
+        consumed,
+        step_s,
+    })
+}
+
 /// Where the budget's account stands at `now`.
 pub async fn standing(
     conn: &mut PgConnection,

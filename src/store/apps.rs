@@ -153,18 +153,21 @@ pub async fn get(executor: impl PgExecutor<'_>, tag: &str) -> sqlx::Result<Optio
 /// One page of applications in tag order, after `after_tag`.
 pub async fn list(
     executor: impl PgExecutor<'_>,
+    contains: Option<&str>,
     after_tag: Option<&str>,
     limit: i64,
 ) -> sqlx::Result<Vec<AppRow>> {
     let query = format!(
         "SELECT {COLUMNS} FROM applications
-         WHERE $1::text IS NULL OR tag > $1
+         WHERE ($1::text IS NULL OR tag > $1)
+           AND ($3::text IS NULL OR strpos(lower(tag), lower($3)) > 0)
          ORDER BY tag
          LIMIT $2"
     );
     sqlx::query_as(sqlx::AssertSqlSafe(query))
         .bind(after_tag)
         .bind(limit)
+        .bind(contains)
         .fetch_all(executor)
         .await
 }

@@ -87,3 +87,31 @@ pub async fn consumed(
     .fetch_one(executor)
     .await
 }
+
+/// The energy of the account's runs that finished in [from, to), summed
+/// per step of `step_s` seconds from `from`: (the step's start, its energy),
+/// steps without runs left out, oldest first. For burn-down charts.
+pub async fn consumed_by_step(
+    executor: impl PgExecutor<'_>,
+    account: &str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    step_s: i64,
+) -> sqlx::Result<Vec<(DateTime<Utc>, f64)>> {
+    sqlx::query_as(
+        "SELECT date_bin(make_interval(secs => $4), COALESCE(ended_at, ingested_at), $2) AS step,
+                sum(energy_j)
+         FROM runs
+         WHERE account = $1
+           AND COALESCE(ended_at, ingested_at) >= $2
+           AND COALESCE(ended_at, ingested_at) < $3
+         GROUP BY step
+         ORDER BY step",
+    )
+    .bind(account)
+    .bind(from)
+    .bind(to)
+    .bind(step_s as f64)
+    .fetch_all(executor)
+    .await
+}

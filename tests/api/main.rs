@@ -29,3 +29,4 @@ mod slurm;
 mod stateful;
 mod stats;
 mod support;
+mod ui;

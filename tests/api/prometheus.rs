@@ -20,42 +20,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::embedded::{Service, admin_token, data_dir, free_port, http};
+use crate::support::ensure_installed;
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
-}
-
-/// Install Debian's prometheus package when promtool is missing.
-fn ensure_prometheus() {
-    let have = || {
-        Command::new("promtool")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if have() {
-        return;
-    }
-    let root = nix::unistd::Uid::effective().is_root();
-    let apt = |args: &[&str]| {
-        let mut command = if root {
-            Command::new("apt-get")
-        } else {
-            let mut sudo = Command::new("sudo");
-            sudo.args(["-n", "apt-get"]);
-            sudo
-        };
-        command
-            .args(args)
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    let installed = apt(&["update", "-qq"]) && apt(&["install", "-y", "-qq", "prometheus"]);
-    assert!(
-        installed && have(),
-        "promtool is missing and could not be installed: run `apt-get install prometheus` as root"
-    );
 }
 
 fn promtool(args: &[&str]) {
@@ -195,7 +163,7 @@ fn dashboard_expressions() -> Vec<(String, String)> {
 
 #[test]
 fn a_real_prometheus_scrapes_the_service_and_every_panel_has_data() {
-    ensure_prometheus();
+    ensure_installed("promtool", &["prometheus"]);
     promtool(&["check", "config", "prometheus.yml"]);
     promtool(&["check", "rules", "joulecast.rules.yml"]);
     promtool(&["test", "rules", "joulecast.rules.test.yml"]);

@@ -371,3 +371,39 @@ pub fn files_under(path: &std::path::Path, extensions: &[&str]) -> Vec<std::path
     }
     files
 }
+
+/// Install Debian's `packages` when `command` is missing (as root, or with
+/// passwordless sudo); fail saying how to install them otherwise.
+pub fn ensure_installed(command: &str, packages: &[&str]) {
+    use std::process::Command;
+    let have = || {
+        Command::new(command)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if have() {
+        return;
+    }
+    let root = nix::unistd::Uid::effective().is_root();
+    let apt = |args: &[&str]| {
+        let mut apt = if root {
+            Command::new("apt-get")
+        } else {
+            let mut sudo = Command::new("sudo");
+            sudo.args(["-n", "apt-get"]);
+            sudo
+        };
+        apt.args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let installed =
+        apt(&["update", "-qq"]) && apt(&[&["install", "-y", "-qq"][..], packages].concat());
+    assert!(
+        installed && have(),
+        "{command} is missing and could not be installed: run `apt-get install {}` as root",
+        packages.join(" ")
+    );
+}

@@ -142,8 +142,7 @@ pub async fn optimal_nodes(
         params.deadline_s,
         params.energy_budget_j,
     );
-    let least_energy = capacity::optimal(nodes(), Objective::Energy, &ets, &tts, None, None);
-    let fastest = capacity::optimal(nodes(), Objective::Time, &ets, &tts, None, None);
+    let (least_energy, fastest) = extremes(nodes(), &ets, &tts);
     let reason = choice.is_none().then(|| {
         let mut why = Vec::new();
         if let (Some(deadline), Some(f)) = (params.deadline_s, fastest)
@@ -183,6 +182,30 @@ pub async fn optimal_nodes(
         reason,
         models,
     }))
+}
+
+/// The least-energy and the fastest node counts of `nodes`.
+fn extremes(
+    nodes: std::ops::RangeInclusive<u32>,
+    ets: &impl Fn(u32) -> f64,
+    tts: &impl Fn(u32) -> f64,
+) -> (Option<Choice>, Option<Choice>) {
+    (
+        capacity::optimal(nodes.clone(), Objective::Energy, ets, tts, None, None),
+        capacity::optimal(nodes, Objective::Time, ets, tts, None, None),
+    )
+}
+
+/// The least-energy and the fastest node counts of `app` over the default
+/// range, as `GET /v1/apps/{app}/optimal-nodes` answers them.
+pub(crate) async fn least_energy_and_fastest(
+    state: &AppState,
+    app: &crate::service::apps::AppRow,
+) -> ApiResult<(Option<NodeChoice>, Option<NodeChoice>)> {
+    let range = search_range(None, None, app)?;
+    let (ets, tts, _) = energy_and_time(state, app, None).await?;
+    let (energy, time) = extremes(range.min_nodes..=range.max_nodes, &ets, &tts);
+    Ok((energy.map(NodeChoice::from), time.map(NodeChoice::from)))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

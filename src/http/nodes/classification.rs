@@ -146,7 +146,21 @@ pub async fn get_classification(
     if !problems.is_empty() {
         return Err(ApiError::BadRequest(problems));
     }
-    let rows = nodes::powers(&state, &workload, params.partition.as_deref()).await?;
+    classification(&state, workload, params.partition, classes, bins)
+        .await
+        .map(axum::Json)
+}
+
+/// The nodes of `partition` (all without) classed by their power under
+/// `workload`, checked already: `NotFound` without samples.
+pub(crate) async fn classification(
+    state: &AppState,
+    workload: String,
+    partition: Option<String>,
+    classes: usize,
+    bins: usize,
+) -> ApiResult<Classification> {
+    let rows = nodes::powers(state, &workload, partition.as_deref()).await?;
     let inputs: Vec<NodePower> = rows
         .iter()
         .map(|r| NodePower {
@@ -154,7 +168,7 @@ pub async fn get_classification(
             power_w: r.power_w,
         })
         .collect();
-    let scope = match &params.partition {
+    let scope = match &partition {
         Some(p) => format!(" in partition `{p}`"),
         None => String::new(),
     };
@@ -179,9 +193,9 @@ pub async fn get_classification(
             }
         })
         .collect();
-    Ok(axum::Json(Classification {
+    Ok(Classification {
         workload,
-        partition: params.partition,
+        partition,
         window_days: state.settings.node_window.as_secs_f64() / 86_400.0,
         p_min_w: c.p_min_w,
         p_max_w: c.p_max_w,
@@ -211,5 +225,5 @@ pub async fn get_classification(
                 nodes: b.nodes,
             })
             .collect(),
-    }))
+    })
 }

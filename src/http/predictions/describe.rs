@@ -273,7 +273,7 @@ pub(super) fn curve_info(c: &Candidate) -> CurveInfo {
     }
 }
 
-pub(super) fn model_info(model: &Model) -> PredictorInfo {
+pub(crate) fn model_info(model: &Model) -> PredictorInfo {
     let (inside, beyond) = (
         model.selection.winner(Regime::Inside),
         model.selection.winner(Regime::Beyond),
@@ -330,7 +330,7 @@ pub(super) fn finite_pct(x: f64) -> Option<f64> {
     finite(x).map(pct)
 }
 
-pub(super) fn backtest_info(model: &Model) -> BacktestInfo {
+pub(crate) fn backtest_info(model: &Model) -> BacktestInfo {
     let selection = &model.selection;
     let [inside, beyond] = selection.winners;
     BacktestInfo {
