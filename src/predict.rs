@@ -269,7 +269,9 @@ impl Models {
             fitted(Metric::ALL[1])?,
             fitted(Metric::ALL[2])?,
         ];
-        count_lookup(Lookup::Model, true);
+        for _ in &warm {
+            count_lookup(Lookup::Model, true);
+        }
         Some(warm)
     }
 

@@ -175,7 +175,7 @@ fn a_real_prometheus_scrapes_the_service_and_every_panel_has_data() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
-    assert_eq!(alerts.len(), 8, "{alerts:?}");
+    assert_eq!(alerts.len(), 10, "{alerts:?}");
     for alert in alerts {
         assert!(
             tests.contains(&format!("alertname: {alert}\n")),
@@ -328,7 +328,7 @@ fn a_real_prometheus_scrapes_the_service_and_every_panel_has_data() {
             names.push(rule["name"].as_str().unwrap().to_owned());
         }
     }
-    assert_eq!(names.len(), 10, "{names:?}");
+    assert_eq!(names.len(), 12, "{names:?}");
     prometheus.wait_for("the alerts", || {
         let alerts = prometheus.api("alerts");
         let state = |name: &str| {

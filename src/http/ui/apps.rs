@@ -8,9 +8,10 @@ use serde::Deserialize;
 
 use super::chart::{self, Axis, Dot, Layers, Series};
 use super::format::{self, sig3};
-use super::{PageResult, Viewer, or_error_page, page};
+use super::{PageResult, Viewer, fail, or_error_page, page};
 use crate::http::AppState;
 use crate::http::capacity::least_energy_and_fastest;
+use crate::http::error::ApiError;
 use crate::http::predictions::{backtest_info, model_info};
 use crate::model::Metric;
 use crate::service::{apps, predictions};
@@ -102,14 +103,27 @@ pub async fn detail(
 ) -> PageResult {
     let tag = or_error_page(apps::check_tag(&tag), &viewer)?;
     let app = or_error_page(apps::find(&state, &tag).await, &viewer)?;
-    let (least_energy, fastest) =
-        or_error_page(least_energy_and_fastest(&state, &app).await, &viewer)?;
+    // What cannot be answered (no runs yet: 422; a range too wide to
+    // search: 400) is said on the page, whose other parts still show.
+    let mut notes = Vec::new();
+    let (least_energy, fastest) = match least_energy_and_fastest(&state, &app).await {
+        Ok(extremes) => extremes,
+        Err(e @ (ApiError::Invalid(_) | ApiError::BadRequest(_))) => {
+            notes.push(explain(e));
+            (None, None)
+        }
+        Err(e) => return Err(fail(e, &viewer)),
+    };
     let mut sections = Vec::new();
     for metric in Metric::ALL {
-        let (_, fitted) = or_error_page(
-            predictions::model(&state, &tag, metric, None).await,
-            &viewer,
-        )?;
+        let fitted = match predictions::model(&state, &tag, metric, None).await {
+            Ok((_, fitted)) => fitted,
+            Err(e @ ApiError::Invalid(_)) => {
+                notes.push(explain(e));
+                break;
+            }
+            Err(e) => return Err(fail(e, &viewer)),
+        };
         let marks: Vec<(u32, &str)> = match metric {
             Metric::Ets => least_energy
                 .iter()
@@ -129,6 +143,7 @@ pub async fn detail(
             dt { "Scaling mode" } dd { (format::name(&app.scaling_mode)) }
             @if let Some(t) = app.last_run_at { dt { "Last run" } dd { time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M UTC")) } } }
         }
+        @for note in &notes { p.note role="status" { (note) } }
         div.cards {
             @if let Some(c) = &least_energy {
                 div.card data-check="least_energy" {
@@ -150,6 +165,15 @@ pub async fn detail(
         @for s in sections { (s) }
     };
     Ok(page(&app.tag, Some("/ui/apps"), &viewer, body))
+}
+
+/// What an error says, as a sentence on the page.
+fn explain(error: ApiError) -> String {
+    let problem = error.into_problem();
+    match problem.errors.first() {
+        Some(e) => format!("{}: {}", e.field, e.reason),
+        None => problem.detail,
+    }
 }
 
 fn metric_section(metric: Metric, model: &crate::model::Model, marks: &[(u32, &str)]) -> Markup {

@@ -123,6 +123,8 @@ impl Scale {
             }
         };
         let t = (f(v) - f(self.lo)) / (f(self.hi) - f(self.lo));
+        // Not a number (a mark that is not left out): at the start.
+        let t = if t.is_nan() { 0.0 } else { t };
         self.from + t.clamp(-0.05, 1.05) * (self.to - self.from)
     }
 
@@ -232,9 +234,11 @@ pub fn chart(title: &str, x: Axis<'_>, y: Axis<'_>, layers: &Layers) -> Markup {
                 .flat_map(|l| l.points.iter().map(|p| p.1)),
         )
         .chain(layers.dots.iter().flat_map(|d| {
-            d.points
-                .iter()
-                .flat_map(|p| [p.y].into_iter().chain(p.spread.map(|s| s.0)))
+            d.points.iter().flat_map(|p| {
+                [p.y]
+                    .into_iter()
+                    .chain(p.spread.into_iter().flat_map(|s| [s.0, s.1]))
+            })
         }))
         .chain(
             layers
@@ -265,8 +269,9 @@ pub fn chart(title: &str, x: Axis<'_>, y: Axis<'_>, layers: &Layers) -> Markup {
             text.axis x="14" y=(fmt((TOP + H - BOTTOM) / 2.0)) text-anchor="middle"
                 transform=(format!("rotate(-90 14 {})", fmt((TOP + H - BOTTOM) / 2.0).0)) { (y.label) }
             @for band in &layers.bands {
-                @let upper = band.points.iter().map(|p| (sx.at(p.0), sy.at(p.2)));
-                @let lower = band.points.iter().rev().map(|p| (sx.at(p.0), sy.at(p.1)));
+                @let band_points: Vec<_> = band.points.iter().filter(|p| finite(&[p.0, p.1, p.2])).collect();
+                @let upper = band_points.iter().map(|p| (sx.at(p.0), sy.at(p.2)));
+                @let lower = band_points.iter().rev().map(|p| (sx.at(p.0), sy.at(p.1)));
                 path class=(format!("band {}", band.class)) d=(format!("{}Z", path(upper.chain(lower)))) {}
             }
             @for bars in &layers.bars {
@@ -280,10 +285,10 @@ pub fn chart(title: &str, x: Axis<'_>, y: Axis<'_>, layers: &Layers) -> Markup {
             }
             @for line in &layers.lines {
                 path class=(format!("line {}{}", line.class, if line.dashed { " dashed" } else { "" }))
-                    d=(path(line.points.iter().map(|p| (sx.at(p.0), sy.at(p.1))))) {}
+                    d=(path(line.points.iter().filter(|p| finite(&[p.0, p.1])).map(|p| (sx.at(p.0), sy.at(p.1))))) {}
             }
             @for dots in &layers.dots {
-                @for d in &dots.points {
+                @for d in dots.points.iter().filter(|d| finite(&[d.x, d.y])) {
                     g class=(format!("dot {}", dots.class)) data-x=(d.x) data-y=(d.y) {
                         @if let Some((lo, hi)) = d.spread {
                             line x1=(fmt(sx.at(d.x))) x2=(fmt(sx.at(d.x))) y1=(fmt(sy.at(lo))) y2=(fmt(sy.at(hi))) {}
@@ -313,6 +318,12 @@ pub fn chart(title: &str, x: Axis<'_>, y: Axis<'_>, layers: &Layers) -> Markup {
             }
         }
     }
+}
+
+/// Whether all of `values` are finite: a mark undefined somewhere (a curve
+/// beyond its domain) is left out, not drawn at an edge.
+fn finite(values: &[f64]) -> bool {
+    values.iter().all(|v| v.is_finite())
 }
 
 fn fmt(v: f64) -> PreEscaped<String> {

@@ -119,8 +119,13 @@ fn to_login(parts: &Parts) -> Response {
 
 /// Where to go after logging in: a dashboard page, nowhere else.
 fn safe_next(next: Option<&str>) -> &str {
-    next.filter(|n| n.starts_with("/ui/") && !n.starts_with("/ui//") && !n.contains('\\'))
-        .unwrap_or("/ui/apps")
+    next.filter(|n| {
+        n.starts_with("/ui/")
+            && !n.starts_with("/ui//")
+            && !n.contains('\\')
+            && !n.chars().any(char::is_control)
+    })
+    .unwrap_or("/ui/apps")
 }
 
 #[derive(Deserialize)]
@@ -165,8 +170,13 @@ async fn login(
 ) -> Response {
     let next = safe_next(form.next.as_deref()).to_owned();
     let secret = form.token.trim();
+    // The browser keeps the token: only one that can do no more than read.
     let problem = match service::tokens::authenticate(&state, secret).await {
-        Ok(token) if token.scopes.iter().any(|s| s.grants(Scope::Read)) => None,
+        Ok(token) if token.scopes.iter().any(|s| *s != Scope::Read) => Some(
+            "Sign in with a read-only token: this one can also write, and the dashboard \
+             keeps it in the browser.",
+        ),
+        Ok(token) if !token.scopes.is_empty() => None,
         Ok(_) => Some("This token has no read scope."),
         Err(ApiError::Unauthorized(_)) => {
             Some("This token is not valid: unknown, revoked or expired.")
@@ -348,6 +358,7 @@ mod tests {
             "/ui//evil",
             "/v1/tokens",
             "/ui\\x",
+            "/ui/apps\nSet-Cookie: x=1",
         ] {
             assert_eq!(safe_next(Some(elsewhere)), "/ui/apps", "{elsewhere}");
         }

@@ -121,7 +121,7 @@ pub async fn budgets(viewer: Viewer, State(state): State<AppState>) -> PageResul
                             td.num data-check="consumed_j" { (format::energy(b.consumed_j)) }
                             td.num data-check="committed_j" { (format::energy(b.committed_j)) }
                             td.num data-check="remaining_j" { (format::energy(b.remaining_j)) }
-                            td { (run_out(b.runs_out_at, b.runs_out_within_period)) }
+                            td { (run_out(b.runs_out_at, b.runs_out_within_period, b.remaining_j)) }
                         }
                     }
                 }
@@ -131,14 +131,18 @@ pub async fn budgets(viewer: Viewer, State(state): State<AppState>) -> PageResul
     Ok(page("Budgets", Some("/ui/budgets"), &viewer, body))
 }
 
-fn run_out(at: Option<DateTime<Utc>>, within: bool) -> Markup {
+fn run_out(at: Option<DateTime<Utc>>, within: bool, remaining_j: f64) -> Markup {
     html! {
+        @if remaining_j <= 0.0 {
+            span.tag.bad data-check="exhausted" { "exhausted" }
+        } @else {
         @match at {
             Some(t) => span class=(if within { "tag bad" } else { "tag" }) {
                 time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M")) }
                 @if within { " (within the period)" }
             },
             None => "–",
+        }
         }
     }
 }
@@ -216,7 +220,7 @@ pub async fn budget(
                     dt { "Consumed" } dd data-check="consumed_j" { (format::energy(b.consumed_j)) " in " (b.runs) " runs" }
                     dt { "Committed by running jobs" } dd data-check="committed_j" { (format::energy(b.committed_j)) }
                     dt { "Remaining" } dd data-check="remaining_j" { (format::energy(b.remaining_j)) }
-                    dt { "Runs out" } dd { (run_out(b.runs_out_at, b.runs_out_within_period)) }
+                    dt { "Runs out" } dd { (run_out(b.runs_out_at, b.runs_out_within_period, b.remaining_j)) }
                 }
             }
         }
