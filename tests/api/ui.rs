@@ -3,10 +3,11 @@
 //! page of this build of the service populated with 1,000 applications and
 //! 1,000 running jobs (`tests/ui/check.mjs`). It signs in, fails on any
 //! console error or failed request, checks the numbers shown against the
-//! API, times every page (under 1 s from navigation to the load event) and
-//! saves screenshots: to `JOULECAST_UI_SCREENSHOTS` when set (the README's
-//! are made with `JOULECAST_UI_SCREENSHOTS=$PWD/docs/img`), else under
-//! `target/`.
+//! API, reports how long every page takes (navigation start to the load
+//! event; `UI_TIME_LIMIT_MS=1000` makes a slower page fail, as the
+//! benchmark in docs/benchmarks.md runs it) and saves screenshots: to
+//! `JOULECAST_UI_SCREENSHOTS` when set (the README's are made with
+//! `JOULECAST_UI_SCREENSHOTS=$PWD/docs/img`), else under `target/`.
 //!
 //! Needs Node.js with npm (the registry reachable on the first run) and
 //! Chromium, which is installed when missing (as root, or with passwordless
@@ -199,8 +200,102 @@ fn every_dashboard_page_renders_in_chromium_and_shows_what_the_api_says() {
         "budget",
         "nodes",
     ] {
-        let ms = report["timings_ms"][page].as_f64().unwrap();
-        assert!(ms < 1000.0, "{page}: {ms} ms");
+        assert!(report["timings_ms"][page].is_number(), "{page} not timed");
     }
     drop(service);
+}
+
+mod access {
+    //! Who may see the dashboard, in process: no browser needed.
+
+    use axum::body::Body;
+    use axum::http::{Method, Request, StatusCode, header};
+    use joulecast::http::{self, Settings};
+
+    use crate::support::{TestApp, fresh_pool, run};
+
+    async fn get(app: &TestApp, path: &str, cookie: Option<&str>) -> crate::support::Reply {
+        let mut request = Request::builder().method(Method::GET).uri(path);
+        if let Some(cookie) = cookie {
+            request = request.header(header::COOKIE, format!("joulecast_token={cookie}"));
+        }
+        app.send(request.body(Body::empty()).unwrap()).await
+    }
+
+    async fn sign_in(app: &TestApp, token: &str) -> crate::support::Reply {
+        let form = format!("token={token}&next=%2Fui%2Fpower");
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri("/ui/login")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(form))
+            .unwrap();
+        app.send(request).await
+    }
+
+    #[tokio::test]
+    async fn pages_need_a_read_token_kept_by_the_sign_in_form() {
+        let app = TestApp::new().await;
+        app.ingest(&run("lin", "1", 1)).await;
+        // No token: to the sign-in form, remembering the page.
+        let reply = get(&app, "/ui/apps?q=l", None).await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER);
+        assert_eq!(
+            reply.headers[header::LOCATION],
+            "/ui/login?next=%2Fui%2Fapps%3Fq%3Dl"
+        );
+        // A token that can write is refused: the browser would keep it.
+        let reply = sign_in(&app, &app.admin).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+        assert!(reply.headers.get(header::SET_COOKIE).is_none());
+        let reply = sign_in(&app, "jc_not-a-token").await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+        // A read token: a session cookie, back to the page asked for.
+        let reply = sign_in(&app, &app.read).await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER, "{:?}", reply.body);
+        assert_eq!(reply.headers[header::LOCATION], "/ui/power");
+        let cookie = reply.headers[header::SET_COOKIE].to_str().unwrap();
+        assert!(cookie.starts_with(&format!("joulecast_token={};", app.read)));
+        for attribute in ["HttpOnly", "SameSite=Strict", "Path=/ui"] {
+            assert!(cookie.contains(attribute), "{cookie}");
+        }
+        let page = get(&app, "/ui/apps", Some(&app.read)).await;
+        assert_eq!(page.status, StatusCode::OK);
+        assert!(page.content_type().starts_with("text/html"));
+        let csp = page.headers[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap();
+        assert!(csp.starts_with("default-src 'none'"), "{csp}");
+        let serde_json::Value::String(html) = page.body else {
+            panic!("HTML expected")
+        };
+        assert!(html.contains("data-app=\"lin\""), "{html}");
+        // A revoked or wrong cookie: back to the form.
+        let reply = get(&app, "/ui/apps", Some("jc_wrong")).await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER);
+        // An unknown application is a page, not a problem document.
+        let reply = get(&app, "/ui/apps/nothing-here", Some(&app.read)).await;
+        assert_eq!(reply.status, StatusCode::NOT_FOUND);
+        assert!(reply.content_type().starts_with("text/html"));
+    }
+
+    #[tokio::test]
+    async fn under_public_read_anyone_may_look() {
+        let settings = Settings {
+            public_read: true,
+            ..Settings::default()
+        };
+        let pool = fresh_pool().await;
+        let app = TestApp::with_router(pool.clone(), http::router(pool, settings)).await;
+        for page in ["/ui/apps", "/ui/power", "/ui/budgets", "/ui/nodes"] {
+            let reply = get(&app, page, None).await;
+            assert_eq!(reply.status, StatusCode::OK, "{page}: {:?}", reply.body);
+            assert!(reply.content_type().starts_with("text/html"));
+        }
+        // Nothing to sign out of.
+        let serde_json::Value::String(html) = get(&app, "/ui/power", None).await.body else {
+            panic!("HTML expected")
+        };
+        assert!(!html.contains("Sign out"));
+    }
 }
