@@ -273,6 +273,10 @@ mod access {
         // A revoked or wrong cookie: back to the form.
         let reply = get(&app, "/ui/apps", Some("jc_wrong")).await;
         assert_eq!(reply.status, StatusCode::SEE_OTHER);
+        // A malformed query too.
+        let reply = get(&app, "/ui/apps?q=a&q=b", Some(&app.read)).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        assert!(reply.content_type().starts_with("text/html"));
         // An unknown application is a page, not a problem document.
         let reply = get(&app, "/ui/apps/nothing-here", Some(&app.read)).await;
         assert_eq!(reply.status, StatusCode::NOT_FOUND);

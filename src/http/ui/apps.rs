@@ -2,13 +2,13 @@
 //! winning models with their back-tests, and its energy-optimal and fastest
 //! node counts.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::chart::{self, Axis, Dot, Layers, Series};
 use super::format::{self, sig3};
-use super::{PageResult, Viewer, fail, or_error_page, page};
+use super::{PageQuery, PageResult, Viewer, fail, or_error_page, page};
 use crate::http::AppState;
 use crate::http::capacity::least_energy_and_fastest;
 use crate::http::error::ApiError;
@@ -32,7 +32,7 @@ pub struct ListQuery {
 pub async fn list(
     viewer: Viewer,
     State(state): State<AppState>,
-    Query(query): Query<ListQuery>,
+    PageQuery(query): PageQuery<ListQuery>,
 ) -> PageResult {
     let q = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
     // Longer than any tag: nothing can match, and the query stays cheap.

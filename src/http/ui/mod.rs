@@ -9,7 +9,7 @@
 //! come from the same service calls as the API's answers.
 
 use axum::Router;
-use axum::extract::{Form, FromRequestParts, Query, State};
+use axum::extract::{Form, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -93,6 +93,20 @@ impl FromRequestParts<AppState> for Viewer {
     }
 }
 
+/// A page's query, parsed; a malformed one is answered with an error page
+/// (400), as the rest of the dashboard's errors are.
+pub struct PageQuery<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Sync> FromRequestParts<S> for PageQuery<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Response> {
+        serde_urlencoded::from_str(parts.uri.query().unwrap_or_default())
+            .map(PageQuery)
+            .map_err(|e| error_page(ApiError::bad_request("query", e.to_string()), false))
+    }
+}
+
 /// The value of cookie `name`.
 fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
@@ -133,7 +147,7 @@ pub struct LoginQuery {
     next: Option<String>,
 }
 
-async fn login_form(Query(q): Query<LoginQuery>) -> Response {
+async fn login_form(PageQuery(q): PageQuery<LoginQuery>) -> Response {
     login_page(safe_next(q.next.as_deref()), None, StatusCode::OK)
 }
 

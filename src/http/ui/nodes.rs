@@ -1,13 +1,13 @@
 //! Nodes: the power classification under the reference workload, its
 //! histogram, classes and outliers (docs/nodes.md).
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use maud::html;
 use serde::Deserialize;
 
 use super::chart::{self, Axis, Bar, Layers, Series};
 use super::format;
-use super::{PageResult, Viewer, page};
+use super::{PageQuery, PageResult, Viewer, page};
 use crate::http::AppState;
 use crate::http::nodes::classification;
 use crate::model::classify;
@@ -151,7 +151,7 @@ async fn render(viewer: &Viewer, state: &AppState, query: NodesQuery) -> PageRes
 pub async fn show(
     viewer: Viewer,
     State(state): State<AppState>,
-    Query(query): Query<NodesQuery>,
+    PageQuery(query): PageQuery<NodesQuery>,
 ) -> PageResult {
     render(&viewer, &state, query).await
 }
