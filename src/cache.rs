@@ -537,13 +537,18 @@ mod tests {
 
     const TARGET: &str = "/v1/apps/a/predictions?nodes=4";
 
+    /// `put_answer` of `body` rendered for `target`, counting nothing.
+    fn rendered(caches: &Caches, target: &str, body: Bytes, degraded: bool, read_at: u64) {
+        caches.put_answer(target, body, Tally::default(), degraded, read_at);
+    }
+
     /// Keep `{}` for `target`, rendered twice (the first is only noted).
     fn keep(caches: &Caches, target: &str, read_at: u64) {
         for _ in 0..2 {
-            caches.put_answer(
+            rendered(
+                caches,
                 target,
                 Bytes::from_static(b"{}"),
-                Tally::default(),
                 caches.degraded(),
                 read_at,
             );
@@ -555,13 +560,7 @@ mod tests {
         let caches = Caches::new(Duration::from_secs(60));
         let put = |target: &str| {
             let body = Bytes::from_static(b"{}");
-            caches.put_answer(
-                target,
-                body,
-                Tally::default(),
-                false,
-                caches.answers_generation(),
-            );
+            rendered(&caches, target, body, false, caches.answers_generation());
         };
         put(TARGET);
         assert!(caches.answer(TARGET).is_none(), "asked once: not kept");
@@ -623,28 +622,11 @@ mod tests {
         assert!(caches.answer(TARGET).is_none(), "flagged answers are due");
         // Made before the outage began: not kept as an outage answer.
         let read_at = caches.answers_generation();
-        caches.put_answer(
-            TARGET,
-            Bytes::from_static(b"[]"),
-            Tally::default(),
-            false,
-            read_at,
-        );
+        rendered(&caches, TARGET, Bytes::from_static(b"[]"), false, read_at);
         assert!(caches.answer(TARGET).is_none());
-        caches.put_answer(
-            TARGET,
-            Bytes::from_static(b"[]"),
-            Tally::default(),
-            true,
-            read_at,
-        );
-        caches.put_answer(
-            TARGET,
-            Bytes::from_static(b"[]"),
-            Tally::default(),
-            true,
-            read_at,
-        );
+        for _ in 0..2 {
+            rendered(&caches, TARGET, Bytes::from_static(b"[]"), true, read_at);
+        }
         assert_eq!(
             caches.answer(TARGET).map(|(b, _)| b).as_deref(),
             Some(&b"[]"[..])
@@ -659,13 +641,7 @@ mod tests {
         let large = Bytes::from(vec![b' '; MAX_ANSWER_BYTES + 1]);
         for _ in 0..2 {
             let large = large.clone();
-            caches.put_answer(
-                TARGET,
-                large,
-                Tally::default(),
-                false,
-                caches.answers_generation(),
-            );
+            rendered(&caches, TARGET, large, false, caches.answers_generation());
         }
         assert!(caches.answer(TARGET).is_none());
         let long = format!("{TARGET}&node_list={}", "n".repeat(MAX_TARGET_BYTES));

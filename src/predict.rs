@@ -581,10 +581,7 @@ impl Tally {
     pub fn of(models: &[Arc<Fitted>], predictions: &[Prediction]) -> Tally {
         let mut tally = Tally::default();
         for (m, p) in models.iter().zip(predictions) {
-            let flags = p
-                .flags
-                .iter()
-                .fold(0u8, |bits, f| bits | (1 << flag_index(*f)));
+            let flags = p.flags.iter().fold(0u8, |bits, f| bits | (1 << f.index()));
             tally.0[m.model.options.metric.index()] = Some((p.source, flags));
         }
         tally
@@ -604,10 +601,6 @@ impl Tally {
             }
         }
     }
-}
-
-fn flag_index(flag: Flag) -> usize {
-    Flag::ALL.iter().position(|f| *f == flag).unwrap_or(0)
 }
 
 struct PredictionCounters {

@@ -150,6 +150,18 @@ pub fn count_lookup(cache: Lookup, hit: bool) {
             })
             .collect()
     });
-    let i = Lookup::ALL.iter().position(|c| *c == cache).unwrap_or(0);
-    counters[i][usize::from(!hit)].increment(1);
+    // `ALL` lists the caches in their declared order.
+    counters[cache as usize][usize::from(!hit)].increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cache_is_listed_in_its_declared_order() {
+        for (i, cache) in Lookup::ALL.iter().enumerate() {
+            assert_eq!(*cache as usize, i, "{cache:?}");
+        }
+    }
 }

@@ -5,8 +5,8 @@
 //! body is even read: missing or invalid token → 401, wrong scope → 403.
 
 use axum::extract::FromRequestParts;
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
 use std::marker::PhantomData;
 
 use super::AppState;
@@ -41,7 +41,7 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let Some(value) = parts.headers.get(header::AUTHORIZATION) else {
+        let Some(secret) = bearer(&parts.headers) else {
             if R::SCOPE == Scope::Read && state.settings.public_read {
                 return Ok(Authorized {
                     token_id: None,
@@ -52,24 +52,31 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
                 "this request needs a bearer token (Authorization: Bearer <token>)",
             ));
         };
-        // The scheme name is case-insensitive (RFC 9110, section 11.1).
-        let secret = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token.trim())
-            .filter(|s| !s.is_empty())
-            .ok_or(ApiError::Unauthorized(
-                "the Authorization header must be `Bearer <token>`",
-            ))?;
-        let token = service::tokens::authenticate(state, secret).await?;
+        let token = service::tokens::authenticate(state, secret?).await?;
         authorized(&token)
     }
 }
 
+/// The secret of the `Authorization: Bearer <token>` header: `None`
+/// without the header, an error when it is not of that form.
+pub fn bearer(headers: &HeaderMap) -> Option<Result<&str, ApiError>> {
+    let value = headers.get(header::AUTHORIZATION)?;
+    // The scheme name is case-insensitive (RFC 9110, section 11.1).
+    let secret = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
+        .filter(|s| !s.is_empty())
+        .ok_or(ApiError::Unauthorized(
+            "the Authorization header must be `Bearer <token>`",
+        ));
+    Some(secret)
+}
+
 /// `token`, verified, if its scopes grant `R`.
-fn authorized<R: Required>(token: &CachedToken) -> Result<Authorized<R>, ApiError> {
+pub fn authorized<R: Required>(token: &CachedToken) -> Result<Authorized<R>, ApiError> {
     if !token.scopes.iter().any(|scope| scope.grants(R::SCOPE)) {
         return Err(ApiError::Forbidden(R::SCOPE));
     }

@@ -220,16 +220,15 @@ fn intern(value: &str) -> &'static str {
 async fn ensure_problem(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status();
-    let is_problem = response
+    // Problem documents, and the dashboard's error pages, stay as they are.
+    let explained = response
         .headers()
         .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(PROBLEM_JSON.as_bytes()));
-    // The dashboard's error pages are pages.
-    let is_page = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
-    if !(status.is_client_error() || status.is_server_error()) || is_problem || is_page {
+        .is_some_and(|v| {
+            let v = v.as_bytes();
+            v.starts_with(PROBLEM_JSON.as_bytes()) || v.starts_with(b"text/html")
+        });
+    if !(status.is_client_error() || status.is_server_error()) || explained {
         return response;
     }
     let (mut parts, _) = response.into_parts();

@@ -424,6 +424,11 @@ impl Flag {
         Flag::DatabaseUnavailable,
     ];
 
+    /// The position of this flag in `ALL`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Flag::Extrapolation => "extrapolation",
@@ -627,6 +632,13 @@ pub fn effective_allowed(history: &History, asked: f64) -> f64 {
 mod tests {
     use super::*;
     use crate::model::{Metric, ScalingMode};
+
+    #[test]
+    fn every_flag_is_listed_at_its_index() {
+        for (i, flag) in Flag::ALL.iter().enumerate() {
+            assert_eq!(flag.index(), i, "{flag:?}");
+        }
+    }
 
     fn options(allowed: f64) -> FitOptions {
         FitOptions {

@@ -155,6 +155,9 @@ pub async fn get(service: &Service, account: &Account) -> Result<Budget> {
     standing(&mut conn, &load, row, Utc::now()).await
 }
 
+/// Accounts whose standings are shown at most (`/metrics`, the dashboard).
+pub const MAX_STANDINGS: i64 = 10_000;
+
 /// Where up to `limit` accounts with a budget stand now, by account.
 pub async fn standings(service: &Service, limit: i64) -> Result<Vec<Budget>> {
     // The load before the connection, as in `set`.

@@ -13,14 +13,11 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 
-use super::{Result, Service, budgets, caps, jobs, power};
+use super::{Result, Service, budgets, jobs, power};
 
 /// How long one reading serves scrapes (several Prometheus servers, or a
 /// client polling `/metrics`, cost the database one reading per this).
 const FRESH_FOR: Duration = Duration::from_secs(2);
-
-/// Accounts shown at most.
-const MAX_ACCOUNTS: i64 = 10_000;
 
 /// The gauges as Prometheus text: from the last reading if recent enough.
 pub async fn render(service: &Service) -> Result<String> {
@@ -77,20 +74,17 @@ fn write_gauge(
 }
 
 async fn read(service: &Service) -> Result<String> {
-    let now = Utc::now();
-    let mut partitions: Vec<String> = caps::list(service)
+    let scopes: Vec<(String, power::Headroom)> = power::capped_scopes(service, Utc::now())
         .await?
         .into_iter()
-        .filter_map(|cap| cap.partition)
+        .map(|h| {
+            let labels = h
+                .partition
+                .as_ref()
+                .map_or_else(String::new, |p| format!("{{partition=\"{p}\"}}"));
+            (labels, h)
+        })
         .collect();
-    partitions.sort();
-    partitions.dedup();
-    let mut scopes = Vec::with_capacity(partitions.len() + 1);
-    for partition in std::iter::once(None).chain(partitions.iter().map(Some)) {
-        let headroom = power::headroom(service, partition.map(String::as_str), now, now).await?;
-        let labels = partition.map_or_else(String::new, |p| format!("{{partition=\"{p}\"}}"));
-        scopes.push((labels, headroom));
-    }
     let mut out = String::new();
     let mut gauge = |name: &str, help: &str, values: &mut dyn Iterator<Item = (&str, f64)>| {
         write_gauge(&mut out, name, help, values);
@@ -141,7 +135,7 @@ async fn read(service: &Service) -> Result<String> {
         &mut std::iter::once(("", all.expired as f64)),
     );
 
-    let standings = budgets::standings(service, MAX_ACCOUNTS).await?;
+    let standings = budgets::standings(service, budgets::MAX_STANDINGS).await?;
     let accounts: Vec<(String, &budgets::Budget)> = standings
         .iter()
         .map(|b| (format!("{{account=\"{}\"}}", b.account), b))

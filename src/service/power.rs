@@ -51,6 +51,23 @@ pub struct Headroom {
     pub idle: IdleDraw,
 }
 
+/// Cap, draw and headroom of every scope operators watch: the whole system,
+/// then each partition that has a cap, by name.
+pub async fn capped_scopes(service: &Service, now: DateTime<Utc>) -> Result<Vec<Headroom>> {
+    let mut partitions: Vec<String> = super::caps::list(service)
+        .await?
+        .into_iter()
+        .filter_map(|cap| cap.partition)
+        .collect();
+    partitions.sort();
+    partitions.dedup();
+    let mut scopes = Vec::with_capacity(partitions.len() + 1);
+    for partition in std::iter::once(None).chain(partitions.iter().map(String::as_str).map(Some)) {
+        scopes.push(headroom(service, partition, now, now).await?);
+    }
+    Ok(scopes)
+}
+
 /// Cap, draw and headroom of a scope, with the per-job breakdown; read in
 /// one snapshot so that the breakdown adds up to the totals.
 pub async fn headroom(

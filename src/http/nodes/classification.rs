@@ -116,19 +116,12 @@ pub async fn get_classification(
     Query(params): Query<ClassificationParams>,
 ) -> ApiResult<axum::Json<Classification>> {
     let mut problems = Vec::new();
-    let workload = crate::service::nodes::workload_or_default(
+    let workload = checked_scope(
         &state,
         params.workload,
-        "workload".into(),
+        params.partition.as_deref(),
         &mut problems,
     );
-    if let Some(Err(reason)) = params
-        .partition
-        .as_deref()
-        .map(|p| validate::identifier(p, validate::TAG_MAX))
-    {
-        problems.push(FieldError::new("partition", reason));
-    }
     let classes = params.classes.unwrap_or(classify::DEFAULT_CLASSES);
     if !(1..=MAX_CLASSES).contains(&classes) {
         problems.push(FieldError::new(
@@ -149,6 +142,22 @@ pub async fn get_classification(
     classification(&state, workload, params.partition, classes, bins)
         .await
         .map(axum::Json)
+}
+
+/// The workload of a classification (else the service's reference
+/// workload), with its partition checked; what is wrong goes to `problems`.
+pub(crate) fn checked_scope(
+    state: &AppState,
+    workload: Option<String>,
+    partition: Option<&str>,
+    problems: &mut Vec<FieldError>,
+) -> String {
+    let workload =
+        crate::service::nodes::workload_or_default(state, workload, "workload".into(), problems);
+    if let Some(Err(reason)) = partition.map(|p| validate::identifier(p, validate::TAG_MAX)) {
+        problems.push(FieldError::new("partition", reason));
+    }
+    workload
 }
 
 /// The nodes of `partition` (all without) classed by their power under

@@ -71,7 +71,7 @@ pub async fn list(
                 tbody {
                     @for app in &rows {
                         tr data-app=(app.tag) {
-                            td { a href=(format!("/ui/apps/{}", encode(&app.tag))) { (app.tag) } }
+                            td { a href=(app_path(&app.tag)) { (app.tag) } }
                             td.num data-check="run_count" data-si=(app.run_count) { (app.run_count) }
                             td.num {
                                 @match (app.nodes_min, app.nodes_max) {
@@ -92,8 +92,10 @@ pub async fn list(
     Ok(page("Applications", Some("/ui/apps"), &viewer, body))
 }
 
-fn encode(tag: &str) -> String {
-    form_urlencoded::byte_serialize(tag.as_bytes()).collect()
+/// The page of application `tag`.
+pub fn app_path(tag: &str) -> String {
+    let tag: String = form_urlencoded::byte_serialize(tag.as_bytes()).collect();
+    format!("/ui/apps/{tag}")
 }
 
 pub async fn detail(

@@ -18,6 +18,7 @@ use maud::{DOCTYPE, Markup, html};
 use serde::Deserialize;
 
 use super::AppState;
+use super::auth;
 use super::error::ApiError;
 use crate::service;
 use crate::tokens::Scope;
@@ -66,24 +67,20 @@ impl FromRequestParts<AppState> for Viewer {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
-        let bearer = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, t)| t.trim().to_owned());
+        // A malformed Authorization header counts as none: the cookie, or
+        // the sign-in form.
+        let bearer = auth::bearer(&parts.headers)
+            .and_then(Result::ok)
+            .map(str::to_owned);
         let Some(secret) = bearer.or_else(|| cookie(&parts.headers, COOKIE)) else {
             if state.settings.public_read {
                 return Ok(Viewer { signed_in: false });
             }
             return Err(to_login(parts));
         };
-        match service::tokens::authenticate(state, &secret).await {
-            Ok(token) if token.scopes.iter().any(|s| s.grants(Scope::Read)) => {
-                Ok(Viewer { signed_in: true })
-            }
-            Ok(_) => Err(error_page(ApiError::Forbidden(Scope::Read), false)),
+        let token = service::tokens::authenticate(state, &secret).await;
+        match token.and_then(|t| auth::authorized::<auth::Read>(&t)) {
+            Ok(_) => Ok(Viewer { signed_in: true }),
             Err(ApiError::Unauthorized(_)) if state.settings.public_read => {
                 Ok(Viewer { signed_in: false })
             }

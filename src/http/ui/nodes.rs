@@ -9,10 +9,9 @@ use super::chart::{self, Axis, Bar, Layers, Series};
 use super::format;
 use super::{PageQuery, PageResult, Viewer, page};
 use crate::http::AppState;
-use crate::http::nodes::classification;
+use crate::http::nodes::{checked_scope, classification};
 use crate::model::classify;
 use crate::service::Error;
-use crate::validate;
 
 /// Bars of the histogram.
 const BINS: usize = 20;
@@ -25,19 +24,14 @@ pub struct NodesQuery {
 
 async fn render(viewer: &Viewer, state: &AppState, query: NodesQuery) -> PageResult {
     let mut problems = Vec::new();
-    let workload = crate::service::nodes::workload_or_default(
+    // The form sends empty fields for "the default" and "all nodes".
+    let partition = query.partition.filter(|p| !p.is_empty());
+    let workload = checked_scope(
         state,
         query.workload.filter(|w| !w.is_empty()),
-        "workload".into(),
+        partition.as_deref(),
         &mut problems,
     );
-    let partition = query.partition.filter(|p| !p.is_empty());
-    if let Some(Err(reason)) = partition
-        .as_deref()
-        .map(|p| validate::identifier(p, validate::TAG_MAX))
-    {
-        problems.push(validate::FieldError::new("partition", reason));
-    }
     if !problems.is_empty() {
         return Err(super::fail(Error::BadRequest(problems), viewer));
     }

@@ -6,33 +6,20 @@ use axum::extract::{Path, State};
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 
+use super::apps::app_path;
 use super::chart::{self, Axis, Layers, Series};
 use super::format;
 use super::{PageResult, Viewer, or_error_page, page};
 use crate::http::AppState;
-use crate::service::{budgets, caps, jobs, power};
+use crate::service::{budgets, jobs, power};
 use crate::validate::Account;
 
-/// Accounts listed at most.
-const MAX_ACCOUNTS: i64 = 10_000;
 /// Running jobs listed at most, by reserved power.
 const MAX_JOBS_SHOWN: usize = 500;
 
 pub async fn power(viewer: Viewer, State(state): State<AppState>) -> PageResult {
     let now = Utc::now();
-    let mut partitions: Vec<String> = or_error_page(caps::list(&state).await, &viewer)?
-        .into_iter()
-        .filter_map(|c| c.partition)
-        .collect();
-    partitions.sort();
-    partitions.dedup();
-    let mut scopes = Vec::new();
-    for partition in std::iter::once(None).chain(partitions.iter().map(|p| Some(p.as_str()))) {
-        scopes.push(or_error_page(
-            power::headroom(&state, partition, now, now).await,
-            &viewer,
-        )?);
-    }
+    let scopes = or_error_page(power::capped_scopes(&state, now).await, &viewer)?;
     let mut running = or_error_page(jobs::list(&state, None, None).await, &viewer)?;
     running
         .items
@@ -83,7 +70,7 @@ pub async fn power(viewer: Viewer, State(state): State<AppState>) -> PageResult 
                     @for j in running.items.iter().take(MAX_JOBS_SHOWN) {
                         tr data-job=(format!("{}/{}", j.source, j.job_id)) {
                             td { (j.source) "/" (j.job_id) }
-                            td { a href=(format!("/ui/apps/{}", form_urlencoded::byte_serialize(j.app.as_bytes()).collect::<String>())) { (j.app) } }
+                            td { a href=(app_path(&j.app)) { (j.app) } }
                             td { (j.partition.as_deref().unwrap_or("–")) }
                             td { (j.account.as_deref().unwrap_or("–")) }
                             td.num { (j.nodes) }
@@ -101,7 +88,10 @@ pub async fn power(viewer: Viewer, State(state): State<AppState>) -> PageResult 
 }
 
 pub async fn budgets(viewer: Viewer, State(state): State<AppState>) -> PageResult {
-    let standings = or_error_page(budgets::standings(&state, MAX_ACCOUNTS).await, &viewer)?;
+    let standings = or_error_page(
+        budgets::standings(&state, budgets::MAX_STANDINGS).await,
+        &viewer,
+    )?;
     let body = html! {
         h1 { "Energy budgets" }
         @if standings.is_empty() {
