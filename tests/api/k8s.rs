@@ -9,23 +9,11 @@
 use std::path::Path;
 use std::process::Command;
 
+use crate::support::run_ok;
+
 const VALIDATOR: &str = "1.37.0";
 /// The Kubernetes version the manifests are written for.
 const KUBERNETES: &str = "1.31.0";
-
-fn run(program: &Path, args: &[&str]) -> String {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program:?}: {e} (needs python3 with venv)"));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{program:?} {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-}
 
 #[test]
 fn the_kubernetes_manifests_validate_against_a_pinned_version() {
@@ -33,15 +21,12 @@ fn the_kubernetes_manifests_validate_against_a_pinned_version() {
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("kubernetes-validate-{VALIDATOR}"));
     let python = venv.join("bin/python");
     if !python.exists() {
-        run(
-            Path::new("python3"),
-            &["-m", "venv", venv.to_str().unwrap()],
-        );
+        run_ok(Command::new("python3").args(["-m", "venv", venv.to_str().unwrap()]));
         let package = format!("kubernetes-validate=={VALIDATOR}");
-        run(&python, &["-m", "pip", "install", "-q", &package]);
+        run_ok(Command::new(&python).args(["-m", "pip", "install", "-q", &package]));
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/k8s/validate.py");
-    let report = run(&python, &[script, KUBERNETES]);
+    let report = run_ok(Command::new(&python).args([script, KUBERNETES]));
     for kind in [
         "Deployment",
         "Service",

@@ -20,23 +20,17 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::embedded::{Service, admin_token, data_dir, free_port, http};
-use crate::support::ensure_installed;
+use crate::support::{ensure_installed, run_ok};
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
 }
 
 fn promtool(args: &[&str]) {
-    let output = Command::new("promtool")
-        .args(args)
-        .current_dir(deploy().join("prometheus"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "promtool {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    run_ok(
+        Command::new("promtool")
+            .args(args)
+            .current_dir(deploy().join("prometheus")),
     );
 }
 

@@ -372,6 +372,21 @@ pub fn files_under(path: &std::path::Path, extensions: &[&str]) -> Vec<std::path
     files
 }
 
+/// Run `command` and return its standard output; fail with both outputs
+/// when it cannot run or does not succeed.
+pub fn run_ok(command: &mut std::process::Command) -> String {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{command:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
 /// Install Debian's `packages` when `command` is missing (as root, or with
 /// passwordless sudo); fail saying how to install them otherwise.
 pub fn ensure_installed(command: &str, packages: &[&str]) {

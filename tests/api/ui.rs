@@ -19,7 +19,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use crate::embedded::{Service, admin_token, data_dir, http};
-use crate::support::ensure_installed;
+use crate::support::{ensure_installed, run_ok};
 
 const HERE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/ui");
 const APPS: usize = 1000;
@@ -29,19 +29,6 @@ const JOBS: usize = 1000;
 const BUSY_APPS: usize = 40;
 const ACCOUNTS: usize = 20;
 const NODES: usize = 64;
-
-fn run(command: &mut Command) -> String {
-    let output = command
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{command:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-}
 
 /// tests/ui copied under target/ with its node_modules installed from the
 /// lock file (again when the lock file changes).
@@ -54,9 +41,11 @@ fn checker() -> std::path::PathBuf {
         std::fs::copy(Path::new(HERE).join(file), dir.join(file)).unwrap();
     }
     if installed.as_deref() != Some(&lock[..]) || !dir.join("node_modules").exists() {
-        run(Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-            .current_dir(&dir));
+        run_ok(
+            Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&dir),
+        );
     }
     dir
 }
