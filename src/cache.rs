@@ -12,7 +12,7 @@
 
 use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::hash::{BuildHasher, Hash};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -61,6 +61,13 @@ impl CachedToken {
     }
 }
 
+/// A map hashed with foldhash (seeded at random per process) rather than
+/// std's SipHash: every request looks up several maps, and SipHash was a
+/// measurable part of a prediction's cost. Keys that clients choose (request
+/// targets, tags) are bounded in number and length here, so a flood of
+/// colliding keys costs no more than the bound.
+pub type FastMap<K, V> = HashMap<K, V, foldhash::quality::RandomState>;
+
 /// SHA-256 of a token's secret.
 type TokenHash = [u8; 32];
 
@@ -75,7 +82,7 @@ struct TtlMap<K, V> {
     ttl: Duration,
     max_entries: usize,
     generation: Generation,
-    entries: Mutex<HashMap<K, (V, Instant)>>,
+    entries: Mutex<FastMap<K, (V, Instant)>>,
 }
 
 impl<K: Eq + Hash, V: Clone> TtlMap<K, V> {
@@ -88,11 +95,11 @@ impl<K: Eq + Hash, V: Clone> TtlMap<K, V> {
             ttl,
             max_entries,
             generation: generation.clone(),
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::default(),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<K, (V, Instant)>> {
+    fn lock(&self) -> MutexGuard<'_, FastMap<K, (V, Instant)>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -162,8 +169,8 @@ pub struct Caches {
     /// the load changes with every job, and answers do not depend on it.
     answers: TtlMap<String, (Bytes, Tally, bool)>,
     /// Hashes of the requests whose answers were rendered lately.
-    rendered: Mutex<HashSet<u64>>,
-    hasher: RandomState,
+    rendered: Mutex<HashSet<u64, foldhash::quality::RandomState>>,
+    hasher: foldhash::quality::RandomState,
     /// The notification connection is down: the database is taken for
     /// unreachable, and expired entries answer instead (see `stale_*`).
     degraded: std::sync::atomic::AtomicBool,
@@ -192,8 +199,8 @@ impl Caches {
             node_powers: TtlMap::new(ttl, &generation),
             load: TtlMap::new(ttl, &generation),
             answers: TtlMap::bounded(ttl, &Generation::default(), MAX_ANSWERS),
-            rendered: Mutex::new(HashSet::new()),
-            hasher: RandomState::new(),
+            rendered: Mutex::default(),
+            hasher: foldhash::quality::RandomState::default(),
             generation,
             degraded: std::sync::atomic::AtomicBool::new(false),
             read_failed_at: AtomicU64::new(0),

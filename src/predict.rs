@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 use tokio::sync::OnceCell;
 
+use crate::cache::FastMap;
 use crate::model::bounds::{self, Scale};
 use crate::model::physics::Physics;
 use crate::model::{
@@ -76,19 +77,21 @@ pub struct Fitted {
 
 struct AppModels {
     version: Version,
-    /// Milliseconds after `Models::started` of the last use.
+    /// The `Models::uses` tick of the last use.
     used_at: AtomicU64,
     stats: OnceCell<Arc<Vec<StatsRow>>>,
     physics: OnceCell<Option<Arc<Physics>>>,
-    fits: Mutex<HashMap<FitKey, Arc<OnceCell<Arc<Fitted>>>>>,
+    fits: Mutex<FastMap<FitKey, Arc<OnceCell<Arc<Fitted>>>>>,
 }
 
 /// The models of all applications, shared by all requests.
 pub struct Models {
-    apps: Mutex<HashMap<i64, Arc<AppModels>>>,
+    apps: Mutex<FastMap<i64, Arc<AppModels>>>,
     fits: AtomicU64,
     run_loads: AtomicU64,
-    started: std::time::Instant,
+    /// Counts uses of entries: a clock for least-recent eviction that costs
+    /// no system clock read.
+    uses: AtomicU64,
     /// One permit: fits that are not cached run one at a time.
     uncached: tokio::sync::Semaphore,
 }
@@ -99,14 +102,14 @@ impl Default for Models {
             apps: Mutex::default(),
             fits: AtomicU64::default(),
             run_loads: AtomicU64::default(),
-            started: std::time::Instant::now(),
+            uses: AtomicU64::default(),
             uncached: tokio::sync::Semaphore::new(1),
         }
     }
 }
 
 /// Drop the half of `apps` used least recently.
-fn evict_least_recent(apps: &mut HashMap<i64, Arc<AppModels>>) {
+fn evict_least_recent(apps: &mut FastMap<i64, Arc<AppModels>>) {
     let mut used: Vec<u64> = apps
         .values()
         .map(|e| e.used_at.load(Ordering::Relaxed))
@@ -168,7 +171,7 @@ impl Models {
             history: app.history_version,
             settings: app.updated_at,
         };
-        let now = self.started.elapsed().as_millis() as u64;
+        let now = self.uses.fetch_add(1, Ordering::Relaxed);
         let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
         match apps.get(&app.id) {
             Some(entry) if entry.version == version => {
@@ -184,7 +187,7 @@ impl Models {
                     used_at: AtomicU64::new(now),
                     stats: OnceCell::new(),
                     physics: OnceCell::new(),
-                    fits: Mutex::new(HashMap::new()),
+                    fits: Mutex::default(),
                 });
                 apps.insert(app.id, entry.clone());
                 entry
@@ -202,24 +205,28 @@ impl Models {
     ) -> Result<Arc<Vec<StatsRow>>, PredictError> {
         Ok(entry
             .stats
-            .get_or_try_init(|| async {
-                self.run_loads.fetch_add(1, Ordering::Relaxed);
-                let rows = store::stats::for_app(pool, app.id).await?;
-                // Statistics and runs are written together, so the rows
-                // never hold fewer runs than the application row says (more
-                // only if a write landed since it was read), unless a replica
-                // that predates them stored runs: then rebuild them.
-                let counted: i64 = rows.iter().map(|r| r.runs).sum();
-                if counted < app.run_count {
-                    tracing::warn!(
-                        app = %app.tag,
-                        counted,
-                        runs = app.run_count,
-                        "run statistics behind the runs; rebuilding them"
-                    );
-                    return store::stats::rebuild(pool, app.id).await.map(Arc::new);
-                }
-                Ok(Arc::new(rows))
+            // Boxed, as every cold path here: a warm prediction's future
+            // then holds a pointer, not the database read's kilobytes.
+            .get_or_try_init(|| {
+                Box::pin(async {
+                    self.run_loads.fetch_add(1, Ordering::Relaxed);
+                    let rows = store::stats::for_app(pool, app.id).await?;
+                    // Statistics and runs are written together, so the rows
+                    // never hold fewer runs than the application row says (more
+                    // only if a write landed since it was read), unless a replica
+                    // that predates them stored runs: then rebuild them.
+                    let counted: i64 = rows.iter().map(|r| r.runs).sum();
+                    if counted < app.run_count {
+                        tracing::warn!(
+                            app = %app.tag,
+                            counted,
+                            runs = app.run_count,
+                            "run statistics behind the runs; rebuilding them"
+                        );
+                        return store::stats::rebuild(pool, app.id).await.map(Arc::new);
+                    }
+                    Ok(Arc::new(rows))
+                })
             })
             .await?
             .clone())
@@ -240,16 +247,21 @@ impl Models {
         let entry = self.entry(app);
         entry
             .physics
-            .get_or_try_init(|| async {
-                let stats = self.stats(pool, app, &entry).await?;
-                let points = |metric| {
-                    model::History::from_stats(stats.iter().map(|r| r.of(metric)))
-                        .points
-                        .iter()
-                        .map(|p| (f64::from(p.nodes), p.mean, p.weight))
-                        .collect::<Vec<_>>()
-                };
-                Ok(Physics::fit(mode, &points(Metric::Tts), &points(Metric::Apc)).map(Arc::new))
+            .get_or_try_init(|| {
+                Box::pin(async {
+                    let stats = self.stats(pool, app, &entry).await?;
+                    let points = |metric| {
+                        model::History::from_stats(stats.iter().map(|r| r.of(metric)))
+                            .points
+                            .iter()
+                            .map(|p| (f64::from(p.nodes), p.mean, p.weight))
+                            .collect::<Vec<_>>()
+                    };
+                    Ok(
+                        Physics::fit(mode, &points(Metric::Tts), &points(Metric::Apc))
+                            .map(Arc::new),
+                    )
+                })
             })
             .await
             .cloned()
@@ -351,18 +363,20 @@ impl Models {
             mode: app.scaling_mode,
             allowed_rmse_pct,
         };
-        cell.get_or_try_init(|| async {
-            let observations = match powers {
-                None => Observations::Stats(self.stats(pool, app, &entry).await?),
-                Some(powers) => {
-                    self.run_loads.fetch_add(1, Ordering::Relaxed);
-                    let runs = store::runs::powers(pool, app.id).await?;
-                    Observations::BestNode(runs, powers.clone())
-                }
-            };
-            self.fits.fetch_add(1, Ordering::Relaxed);
-            metrics::counter!("model_fits_total").increment(1);
-            fit(observations, options).await
+        cell.get_or_try_init(|| {
+            Box::pin(async {
+                let observations = match powers {
+                    None => Observations::Stats(self.stats(pool, app, &entry).await?),
+                    Some(powers) => {
+                        self.run_loads.fetch_add(1, Ordering::Relaxed);
+                        let runs = store::runs::powers(pool, app.id).await?;
+                        Observations::BestNode(runs, powers.clone())
+                    }
+                };
+                self.fits.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("model_fits_total").increment(1);
+                fit(observations, options).await
+            })
         })
         .await
         .cloned()

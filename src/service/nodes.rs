@@ -14,13 +14,13 @@ use crate::validate::{self, FieldError, NodeName};
 pub fn workload_or_default(
     service: &Service,
     requested: Option<String>,
-    field: String,
+    prefix: &str,
     problems: &mut Vec<FieldError>,
 ) -> String {
     match requested {
         Some(workload) => {
             if let Err(reason) = validate::identifier(&workload, validate::TAG_MAX) {
-                problems.push(FieldError::new(field, reason));
+                problems.push(FieldError::new(format!("{prefix}workload"), reason));
             }
             workload
         }
@@ -49,11 +49,12 @@ pub async fn node_powers(
     }
     let read_at = service.caches.generation();
     let window = service.settings.node_window.as_secs_f64();
-    let read = async {
+    // Boxed: the cached path's future need not hold the reads'.
+    let read = Box::pin(async {
         let rows = store::nodes::powers(&service.pool, workload, partition, window).await?;
         let peaks = store::nodes::peaks(&service.pool, partition).await?;
         Ok::<_, sqlx::Error>((rows, peaks))
-    };
+    });
     let (rows, peaks) = match read.await {
         Ok(read) => read,
         Err(e) => return service.stale_or(e, stale()),

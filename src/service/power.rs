@@ -121,8 +121,13 @@ pub async fn current_load(service: &Service) -> Result<Arc<Load>> {
         return Ok(load);
     }
     let read_at = service.caches.generation();
-    let mut conn = service.pool.acquire().await?;
-    let load = Arc::new(store::power::load(&mut conn, service.settings.expiry).await?);
+    // Boxed: the cached path's future need not hold the read's.
+    let load = Box::pin(async {
+        let mut conn = service.pool.acquire().await?;
+        store::power::load(&mut conn, service.settings.expiry).await
+    })
+    .await
+    .map(Arc::new)?;
     service.caches.put_load(load.clone(), read_at);
     Ok(load)
 }

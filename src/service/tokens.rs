@@ -82,7 +82,8 @@ pub async fn authenticate(service: &Service, secret: &str) -> Result<Arc<CachedT
         return Ok(token);
     }
     let read_at = service.caches.generation();
-    let found = match store::tokens::authenticate(&service.pool, &hash).await {
+    // Boxed: every request's future need not hold the read's.
+    let found = match Box::pin(store::tokens::authenticate(&service.pool, &hash)).await {
         Ok(found) => found,
         Err(e) => return service.stale_or(e, service.caches.stale_token(&hash)),
     };

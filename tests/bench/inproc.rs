@@ -86,6 +86,9 @@ fn main() {
                 "/v1/apps/bench/predictions?nodes={u}&metric=ets",
             ),
         ] {
+            if std::env::var("INPROC_ONLY").is_ok_and(|o| o != name) {
+                continue;
+            }
             let n = 200_000;
             let t = Instant::now();
             for i in 0..n {

@@ -105,12 +105,8 @@ pub async fn max_nodes(
         .map_err(|e| problems.push(e))
         .ok()
         .flatten();
-    let workload = crate::service::nodes::workload_or_default(
-        &state,
-        params.workload,
-        "workload".into(),
-        &mut problems,
-    );
+    let workload =
+        crate::service::nodes::workload_or_default(&state, params.workload, "", &mut problems);
     if let Some(Err(reason)) = params
         .partition
         .as_deref()

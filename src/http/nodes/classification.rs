@@ -152,8 +152,7 @@ pub(crate) fn checked_scope(
     partition: Option<&str>,
     problems: &mut Vec<FieldError>,
 ) -> String {
-    let workload =
-        crate::service::nodes::workload_or_default(state, workload, "workload".into(), problems);
+    let workload = crate::service::nodes::workload_or_default(state, workload, "", problems);
     if let Some(Err(reason)) = partition.map(|p| validate::identifier(p, validate::TAG_MAX)) {
         problems.push(FieldError::new("partition", reason));
     }

@@ -260,12 +260,8 @@ pub async fn get_run(
     Query(params): Query<RunParams>,
 ) -> ApiResult<axum::Json<Run>> {
     let mut problems = Vec::new();
-    let workload = crate::service::nodes::workload_or_default(
-        &state,
-        params.workload,
-        "workload".into(),
-        &mut problems,
-    );
+    let workload =
+        crate::service::nodes::workload_or_default(&state, params.workload, "", &mut problems);
     if !problems.is_empty() {
         return Err(ApiError::BadRequest(problems));
     }
