@@ -6,8 +6,10 @@
 //! that the models are warm and their answers kept), then times 200,000
 //! requests of each kind, twice, one after the other on one task: `/healthz`,
 //! those 600 questions again, and the same questions written too many ways
-//! for the service to keep their answers (see `support::with_nodes`). Reported: µs per request, which includes building the
-//! request and reading the answer (the same for all).
+//! for the service to keep their answers (see `support::with_nodes`).
+//! Reported: µs per request, which includes building the request and reading
+//! the answer (the same for all). `INPROC_ONLY=<name>` times one kind only,
+//! for a profile of it (e.g. `INPROC_ONLY="pred, answer not kept"`).
 
 mod support;
 use axum::body::Body;
