@@ -38,8 +38,8 @@ pub enum Family {
     /// The same segmentations in (ln n, ln y): power-law pieces.
     LogSegmented,
     /// A cubic through the points in (ln n, ln y), exact on a power law:
-    /// monotone (Fritsch–Carlson) or Akima's, whichever predicts the
-    /// history's own interior points better from the others.
+    /// monotone (Fritsch–Carlson), or Akima's where those predict the
+    /// history's own interior points clearly better from the others.
     Interpolation,
 }
 

@@ -496,7 +496,7 @@ pub fn source_name(source: Source) -> &'static str {
 mod tests {
     use super::*;
 
-    /// The size of the future that `make` would return, without calling it.
+    /// The size of the future that the closure would return, never called.
     fn future_size<F: Future>(_: &impl Fn() -> F) -> usize {
         std::mem::size_of::<F>()
     }
@@ -511,7 +511,7 @@ mod tests {
     fn a_warm_prediction_future_stays_small() {
         let predict = future_size(&|| predict(todo!(), todo!(), todo!()));
         assert!(predict < 2048, "predict's future is {predict} bytes");
-        let authenticate = future_size(&|| super::super::tokens::authenticate(todo!(), todo!()));
+        let authenticate = future_size(&|| crate::service::tokens::authenticate(todo!(), todo!()));
         assert!(
             authenticate < 256,
             "authenticate's future is {authenticate} bytes"
