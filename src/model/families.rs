@@ -525,10 +525,7 @@ impl Slopes {
     fn at(self, x: &[f64], y: &[f64], i: usize) -> f64 {
         let last = x.len() as isize - 2;
         // Secant j joins points j and j + 1 (0 ≤ j ≤ last).
-        let measured = |j: isize| {
-            let j = j.clamp(0, last) as usize;
-            (y[j + 1] - y[j]) / (x[j + 1] - x[j])
-        };
+        let measured = |j: isize| secant(x, y, j.clamp(0, last) as usize);
         let i = i as isize;
         // The secants on either side (at an end, the end secant twice).
         let (left, right) = (measured(i - 1), measured(i));
@@ -563,6 +560,11 @@ impl Slopes {
     }
 }
 
+/// The slope of (x, y) between points `j` and `j + 1`.
+fn secant(x: &[f64], y: &[f64], j: usize) -> f64 {
+    (y[j + 1] - y[j]) / (x[j + 1] - x[j])
+}
+
 /// The cubic Hermite interpolation of (x, y) with `slopes` at `at`; beyond
 /// the ends, the end segment continued with its slope held within the
 /// theory's exponents.
@@ -572,14 +574,13 @@ fn interpolate(x: &[f64], y: &[f64], slopes: Slopes, at: f64) -> f64 {
         return y[0];
     }
     let k = x.partition_point(|v| *v < at).clamp(1, m - 1);
-    let secant = |i: usize| (y[i] - y[i - 1]) / (x[i] - x[i - 1]);
     if at < x[0] || at > x[m - 1] {
         let (x0, y0) = if at < x[0] {
             (x[0], y[0])
         } else {
             (x[m - 1], y[m - 1])
         };
-        return y0 + secant(k).clamp(EXPONENT_RANGE.0, EXPONENT_RANGE.1) * (at - x0);
+        return y0 + secant(x, y, k - 1).clamp(EXPONENT_RANGE.0, EXPONENT_RANGE.1) * (at - x0);
     }
     let h = x[k] - x[k - 1];
     let t = (at - x[k - 1]) / h;

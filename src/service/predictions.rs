@@ -25,8 +25,13 @@ pub type MetricName = Metric;
 /// How runs are combined, as the API names it (`AggregateName`).
 pub type AggregateName = Aggregate;
 
-pub fn check_nodes(field: &str, nodes: i64) -> std::result::Result<u32, FieldError> {
-    validate::node_count(nodes).map_err(|reason| FieldError::new(field, reason))
+/// Check a node count; `field` is written out only for a problem (a hot
+/// path passes `format_args!`).
+pub fn check_nodes(
+    field: impl std::fmt::Display,
+    nodes: i64,
+) -> std::result::Result<u32, FieldError> {
+    validate::node_count(nodes).map_err(|reason| FieldError::new(field.to_string(), reason))
 }
 
 pub fn check_allowed(
@@ -374,14 +379,11 @@ pub fn scope_nodes(
             ));
             None
         }
-        // The field's name is written only for a problem.
-        (Some(n), _) => validate::node_count(n)
-            .map_err(|reason| problems.push(FieldError::new(format!("{prefix}nodes"), reason)))
+        (Some(n), _) => check_nodes(format_args!("{prefix}nodes"), n)
+            .map_err(|e| problems.push(e))
             .ok(),
-        (None, Some(len)) => validate::node_count(len as i64)
-            .map_err(|reason| {
-                problems.push(FieldError::new(format!("{prefix}node_list"), reason));
-            })
+        (None, Some(len)) => check_nodes(format_args!("{prefix}node_list"), len as i64)
+            .map_err(|e| problems.push(e))
             .ok(),
         (None, None) => {
             // A bad node list has been reported already.
