@@ -13,6 +13,10 @@
 //! 2. open loop: requests at half the prediction endpoint's maximum rate, on
 //!    a fixed schedule, for `OPEN_PHASE` seconds: p50 and p99.
 //!
+//! `HTTP_ONLY=healthz|kept|new` runs only the closed loops of one endpoint,
+//! after printing the service's pid and waiting 3 s, so that a profiler or
+//! `perf stat -p` can attach to the service under that load alone.
+//!
 //! Everything is bounded in time and talks to 127.0.0.1 only.
 
 mod support;
@@ -60,6 +64,24 @@ fn main() {
         Target::get(PREDICTION),
         Target::get(PREDICTION_NEW),
     );
+    if let Ok(only) = std::env::var("HTTP_ONLY") {
+        eprintln!("service pid {}", server.pid());
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        let target = Target::get(match only.as_str() {
+            "healthz" => HEALTH,
+            "kept" => PREDICTION,
+            _ => PREDICTION_NEW,
+        });
+        for _ in 0..ROUNDS {
+            let m = client.block_on(closed_loop(&server, &target, &token));
+            println!(
+                "{only}: {:.0} req/s, {:.1} µs",
+                m.throughput(),
+                m.cpu_per_request_us()
+            );
+        }
+        return;
+    }
     for _ in 0..ROUNDS {
         health_runs.push(client.block_on(closed_loop(&server, &health, &token)));
         prediction_runs.push(client.block_on(closed_loop(&server, &prediction, &token)));
