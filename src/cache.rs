@@ -108,9 +108,11 @@ impl<K: Eq + Hash, V: Clone> TtlMap<K, V> {
     where
         K: Borrow<Q>,
     {
+        // The clock is read before the lock, not while holding it.
+        let now = Instant::now();
         let entries = self.lock();
         let (value, at) = entries.get(key)?;
-        (at.elapsed() < self.ttl).then(|| value.clone())
+        (now.saturating_duration_since(*at) < self.ttl).then(|| value.clone())
     }
 
     /// The value stored under `key`, however long ago.

@@ -150,8 +150,22 @@ impl std::fmt::Display for ModelVersion<'_> {
 }
 
 impl serde::Serialize for ModelVersion<'_> {
+    // Every prediction answer carries it: two integers written on the
+    // stack, rather than through the formatting machinery.
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
+        let (mut history, mut settings) = (itoa::Buffer::new(), itoa::Buffer::new());
+        let history = history.format(self.0.history_version).as_bytes();
+        let settings = settings
+            .format(self.0.updated_at.timestamp_micros())
+            .as_bytes();
+        // Two i64 of at most 20 characters each, and the dot.
+        let mut version = [0u8; 41];
+        version[..history.len()].copy_from_slice(history);
+        version[history.len()] = b'.';
+        let len = history.len() + 1 + settings.len();
+        version[history.len() + 1..len].copy_from_slice(settings);
+        let version = std::str::from_utf8(&version[..len]).map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(version)
     }
 }
 
@@ -545,6 +559,26 @@ mod tests {
 
     fn app(id: i64) -> AppRow {
         AppRow::sample(id, &format!("a{id}"))
+    }
+
+    #[test]
+    fn a_model_version_serializes_as_it_displays() {
+        let mut row = app(1);
+        for (history, micros) in [
+            (0, 0),
+            (7, 1_764_032_400_123_456),
+            (i64::MAX, i64::MAX),
+            (i64::MIN, i64::MIN),
+            (-1, -1),
+        ] {
+            row.history_version = history;
+            row.updated_at = chrono::DateTime::from_timestamp_micros(micros)
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+            let version = ModelVersion(&row);
+            let json = serde_json::to_string(&version).unwrap();
+            assert_eq!(json, format!("\"{version}\""));
+            assert!(json.starts_with(&format!("\"{history}.")), "{json}");
+        }
     }
 
     #[test]

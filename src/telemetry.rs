@@ -66,17 +66,23 @@ pub fn init_metrics() {
     }
 }
 
+/// Install the recorder if it is not yet: handles registered before it is
+/// would count nowhere, for good.
+pub fn ensure_recorder() {
+    metrics_handle();
+}
+
 /// The counter `name` with `labels`, after the recorder is installed: a
 /// handle to keep, so that counting is an atomic add with no registry
 /// lookup (the prediction path counts several times per request).
 pub fn counter(name: &'static str, labels: &[(&'static str, &'static str)]) -> Counter {
-    metrics_handle();
+    ensure_recorder();
     metrics::counter!(name, static_labels(labels))
 }
 
 /// The histogram `name` with `labels`, after the recorder is installed.
 pub fn histogram(name: &'static str, labels: &[(&'static str, &'static str)]) -> Histogram {
-    metrics_handle();
+    ensure_recorder();
     metrics::histogram!(name, static_labels(labels))
 }
 

@@ -175,42 +175,71 @@ async fn record_metrics(request: Request, next: Next) -> Response {
     let started = Instant::now();
     // Only standard methods become labels: invented ones must not grow /metrics.
     let method = match *request.method() {
-        Method::GET
-        | Method::POST
-        | Method::PUT
-        | Method::DELETE
-        | Method::PATCH
-        | Method::HEAD
-        | Method::OPTIONS => intern(request.method().as_str()),
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
         _ => "other",
     };
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", |p| intern(p.as_str()));
+    let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
-    let status = intern(response.status().as_str());
-    let labels = [("method", method), ("route", route), ("status", status)];
-    metrics::counter!("http_requests_total", &labels).increment(1);
-    metrics::histogram!("http_request_duration_seconds", &labels)
-        .record(started.elapsed().as_secs_f64());
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let elapsed = started.elapsed().as_secs_f64();
+    RequestSeries::with(method, route, response.status().as_u16(), |series| {
+        series.count.increment(1);
+        series.duration.record(elapsed);
+    });
     response
 }
 
-/// A label value kept for the life of the process, so that recording a
-/// request allocates no strings. Only bounded sets come here: standard
-/// methods, the router's route templates and status codes.
-fn intern(value: &str) -> &'static str {
-    static INTERNED: std::sync::Mutex<std::collections::BTreeSet<&'static str>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let mut interned = INTERNED.lock().unwrap_or_else(|e| e.into_inner());
-    match interned.get(value) {
-        Some(&kept) => kept,
-        None => {
-            let kept: &'static str = Box::leak(value.into());
-            interned.insert(kept);
-            kept
+/// The request counter and duration histogram of one (method, route,
+/// status), registered once per worker thread: recording a request then
+/// takes no lock, copies no label and allocates nothing. The label sets are
+/// bounded: standard methods, the router's route templates and status codes.
+struct RequestSeries {
+    method: &'static str,
+    status: u16,
+    count: metrics::Counter,
+    duration: metrics::Histogram,
+}
+
+impl RequestSeries {
+    fn with(method: &'static str, route: &str, status: u16, record: impl FnOnce(&RequestSeries)) {
+        thread_local! {
+            static SERIES: std::cell::RefCell<crate::cache::FastMap<Box<str>, Vec<RequestSeries>>> =
+                std::cell::RefCell::default();
         }
+        SERIES.with_borrow_mut(|series| {
+            if !series.contains_key(route) {
+                series.insert(route.into(), Vec::new());
+            }
+            let of_route = series.get_mut(route).expect("inserted above");
+            let index = match of_route
+                .iter()
+                .position(|s| s.method == method && s.status == status)
+            {
+                Some(index) => index,
+                None => {
+                    crate::telemetry::ensure_recorder();
+                    let labels = [
+                        ("method", method.to_owned()),
+                        ("route", route.to_owned()),
+                        ("status", status.to_string()),
+                    ];
+                    of_route.push(RequestSeries {
+                        method,
+                        status,
+                        count: metrics::counter!("http_requests_total", &labels),
+                        duration: metrics::histogram!("http_request_duration_seconds", &labels),
+                    });
+                    of_route.len() - 1
+                }
+            };
+            record(&of_route[index]);
+        });
     }
 }
 

@@ -161,16 +161,39 @@ async fn openapi_and_swagger_ui_are_served() {
 async fn metrics_count_requests_by_route() {
     let app = TestApp::new().await;
     joulecast::telemetry::init_metrics();
-    app.call(Method::GET, "/healthz", None, None).await;
-    let reply = app.call(Method::GET, "/metrics", None, None).await;
-    assert_eq!(reply.status, StatusCode::OK);
-    let Value::String(text) = reply.body else {
-        panic!("text expected")
+    let metrics = || async {
+        let reply = app.call(Method::GET, "/metrics", None, None).await;
+        assert_eq!(reply.status, StatusCode::OK);
+        let Value::String(text) = reply.body else {
+            panic!("text expected")
+        };
+        text
     };
-    assert!(
-        text.contains("http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}"),
-        "{text}"
-    );
+    // The value of one series, 0 while it does not exist yet.
+    let value = |text: &str, series: &str| -> f64 {
+        text.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    const HEALTH: &str = "{method=\"GET\",route=\"/healthz\",status=\"200\"}";
+    const UNMATCHED: &str = "{method=\"GET\",route=\"unmatched\",status=\"404\"}";
+    let before = metrics().await;
+    for _ in 0..5 {
+        app.call(Method::GET, "/healthz", None, None).await;
+    }
+    app.call(Method::GET, "/no/such/route", None, None).await;
+    let after = metrics().await;
+    // Other tests of this binary may ask too: at least ours were counted.
+    for (name, series, asked) in [
+        ("http_requests_total", HEALTH, 5.0),
+        ("http_request_duration_seconds_count", HEALTH, 5.0),
+        ("http_requests_total", UNMATCHED, 1.0),
+        ("http_request_duration_seconds_count", UNMATCHED, 1.0),
+    ] {
+        let series = format!("{name}{series}");
+        let grown = value(&after, &series) - value(&before, &series);
+        assert!(grown >= asked, "{series} grew by {grown}:\n{after}");
+    }
 }
 
 #[test]
