@@ -18,7 +18,7 @@ use std::path::Path;
 
 use super::{Baseline, error_pct, loglog_neighbours, median};
 use crate::model::{
-    self, Aggregate, FitOptions, History, Metric, Observation, ScalingMode, consistency,
+    self, Aggregate, FitOptions, History, Metric, Observation, Prediction, ScalingMode, consistency,
 };
 
 /// The data sets the suite reads, each `<name>.csv` with the columns
@@ -133,58 +133,92 @@ pub struct Case {
     pub family: &'static str,
 }
 
-/// Every case of every series with at least three node counts.
-pub fn run(series: &[Series]) -> Vec<Case> {
-    let mut cases = Vec::new();
-    for s in series {
-        let counts: Vec<u32> = History::new(&s.runs)
-            .points
-            .iter()
-            .map(|p| p.nodes)
-            .collect();
-        if counts.len() < 3 {
-            continue;
-        }
-        let m = counts.len();
-        let targets = (1..m - 1)
-            .map(|i| (Kind::LeaveOneOut, counts[i]))
-            .chain([(Kind::Largest, counts[m - 1])]);
-        for (kind, nodes) in targets {
+/// One back-test question: `nodes` predicted from `training`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    pub kind: Kind,
+    pub nodes: u32,
+    pub training: Vec<Observation>,
+    /// The mean of the runs at `nodes`.
+    pub truth: f64,
+}
+
+/// The questions of one series, if it has at least three node counts: each
+/// interior count from all the others, the largest from those below it.
+pub fn questions(series: &Series) -> Vec<Question> {
+    let counts: Vec<u32> = History::new(&series.runs)
+        .points
+        .iter()
+        .map(|p| p.nodes)
+        .collect();
+    let m = counts.len();
+    if m < 3 {
+        return Vec::new();
+    }
+    let targets = (1..m - 1)
+        .map(|i| (Kind::LeaveOneOut, counts[i]))
+        .chain([(Kind::Largest, counts[m - 1])]);
+    targets
+        .map(|(kind, nodes)| {
             let (training, held): (Vec<Observation>, Vec<Observation>) =
-                s.runs.iter().partition(|o| match kind {
+                series.runs.iter().partition(|o| match kind {
                     Kind::LeaveOneOut => o.nodes != nodes,
                     Kind::Largest => o.nodes < nodes,
                 });
             let truth = held.iter().map(|o| o.value).sum::<f64>() / held.len() as f64;
-            // EtS, APC and TtS, as an application with default settings.
-            let models = Metric::ALL.map(|metric| {
-                let options = FitOptions {
-                    metric,
-                    mode: ScalingMode::Unknown,
-                    allowed_rmse_pct: model::DEFAULT_ALLOWED_RMSE_PCT,
-                };
-                model::fit(&with_power(&training, metric), options)
-            });
-            let [Some(ets), Some(apc), Some(tts)] = &models else {
+            Question {
+                kind,
+                nodes,
+                training,
+                truth,
+            }
+        })
+        .collect()
+}
+
+/// Joulecast's TtS at `nodes` from the timed runs `training`, as an
+/// application with default settings: the TtS model's own prediction, and
+/// the answer served (reconciled with EtS and APC, fitted on the same runs
+/// with each node drawing `NODE_POWER_W`).
+pub fn joulecast(training: &[Observation], nodes: u32) -> Option<(Prediction, Prediction)> {
+    let models = Metric::ALL.map(|metric| {
+        let options = FitOptions {
+            metric,
+            mode: ScalingMode::Unknown,
+            allowed_rmse_pct: model::DEFAULT_ALLOWED_RMSE_PCT,
+        };
+        model::fit(&with_power(training, metric), options)
+    });
+    let [Some(ets), Some(apc), Some(tts)] = &models else {
+        return None;
+    };
+    let [_, _, served] = consistency::predict([ets, apc, tts], nodes, Aggregate::Mean);
+    Some((tts.predict(nodes, Aggregate::Mean), served))
+}
+
+/// Every case of every series with at least three node counts.
+pub fn run(series: &[Series]) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for s in series {
+        for q in questions(s) {
+            let Some((prediction, served)) = joulecast(&q.training, q.nodes) else {
                 continue;
             };
-            let prediction = tts.predict(nodes, Aggregate::Mean);
-            let [_, _, served] = consistency::predict([ets, apc, tts], nodes, Aggregate::Mean);
-            let n = f64::from(nodes);
+            let n = f64::from(q.nodes);
             let predictions = [
                 Some(prediction.value),
                 Some(served.value),
-                loglog_neighbours(&training, nodes),
-                Baseline::line(&training).map(|b| b.at(n)),
-                Baseline::power_law(&training).map(|b| b.at(n)),
+                loglog_neighbours(&q.training, q.nodes),
+                Baseline::line(&q.training).map(|b| b.at(n)),
+                Baseline::power_law(&q.training).map(|b| b.at(n)),
             ];
             cases.push(Case {
                 dataset: s.dataset.clone(),
                 config: s.config.clone(),
-                kind,
-                nodes,
-                truth,
-                errors: predictions.map(|p| p.map_or(f64::INFINITY, |p| error_pct(p, truth))),
+                kind: q.kind,
+                nodes: q.nodes,
+                truth: q.truth,
+                errors: predictions.map(|p| p.map_or(f64::INFINITY, |p| error_pct(p, q.truth))),
                 family: prediction.family.map_or("history", model::Family::as_str),
             });
         }
@@ -192,8 +226,9 @@ pub fn run(series: &[Series]) -> Vec<Case> {
     cases
 }
 
-/// `metric`'s observations of the timed runs `runs`, each node drawing
-/// `NODE_POWER_W`.
+/// The observations of `metric` of the timed runs `runs`, each node drawing
+/// `NODE_POWER_W`: what a user would store as runs (`NODE_POWER_W` × nodes
+/// as `avg_power_w`, the time as `duration_s`).
 fn with_power(runs: &[Observation], metric: Metric) -> Vec<Observation> {
     runs.iter()
         .map(|run| {

@@ -21,6 +21,7 @@ mod outage;
 mod power;
 mod predictions;
 mod prometheus;
+mod real_data;
 mod runs;
 mod sacct_script;
 mod scalability;
