@@ -2,16 +2,20 @@
 //! (docs/model.md §2.1).
 //!
 //! Each metric has its own model, chosen by its own back-test, so the three
-//! values need not multiply out. They are consistent when APC × TtS lies in
-//! EtS's interval or EtS in the interval of the product; then nothing moves, since each model was chosen as the best for
-//! its own metric. Otherwise the excess is removed in the logs, where the
-//! identity is linear (ln E − ln P − ln T = 0): it is shared out in
-//! proportion to each prediction's variance, taken from its interval
-//! (relative half-width squared). That is the least-squares (minimum
-//! variance) adjustment: the metric predicted least surely moves most, and
-//! one predicted exactly does not move. Afterwards the product lies on the
-//! edge of EtS's interval, or EtS on the edge of the product's. Each interval moves with its value and keeps
-//! its relative width.
+//! values need not multiply out. The model's intervals are symmetric in the
+//! logs (`value ÷ k` to `value × k`), and the product's interval is the
+//! product of the intervals. The values are consistent when APC × TtS lies
+//! in EtS's interval or EtS in the interval of the product: in the logs,
+//! when |ln E − ln P − ln T| is at most the wider of EtS's half-width and the
+//! sum of APC's and TtS's. Then nothing moves, since each model was chosen
+//! as the best for its own metric. Otherwise the excess is removed in the
+//! logs, where the identity is linear: it is shared out in proportion to each
+//! prediction's variance, taken from its interval (half-width in the logs,
+//! squared). That is the least-squares (minimum variance) adjustment: the
+//! metric predicted least surely moves most, and one predicted exactly does
+//! not move. Afterwards the product lies on the edge of EtS's interval, or
+//! EtS on the edge of the product's. Each interval moves with its value and
+//! keeps its width in the logs.
 //!
 //! Only the model's answers are reconciled: where runs were measured at the
 //! node count, each metric answers with the runs' own aggregate (every run
@@ -19,8 +23,10 @@
 
 use super::{Aggregate, Model, Prediction, Source};
 
-/// A relative half-width below which a prediction counts as exact.
+/// A half-width (in the logs) below which a prediction counts as exact.
 const EXACT: f64 = 1e-12;
+/// The half-width taken for an interval that gives none: a factor of 100.
+const UNKNOWN: f64 = 4.605_170_185_988_092;
 
 /// The predictions of `models` (EtS, APC, TtS, in `Metric::ALL`'s order) at
 /// `nodes`, reconciled where they come from the models (whose answers do not
@@ -42,27 +48,20 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
     {
         return;
     }
+    // Half-widths in the logs (the wider side, should an interval not be
+    // symmetric there).
     let half = |p: &Prediction| {
-        let half = (p.high - p.low) / (2.0 * p.value);
+        let half = (p.high / p.value).ln().max((p.value / p.low).ln());
         if half.is_finite() {
             half.max(EXACT)
         } else {
-            1.0
+            UNKNOWN
         }
     };
     let [he, hp, ht] = all.map(half);
     let r = ets.value.ln() - apc.value.ln() - tts.value.ln();
-    // The discrepancy the intervals already admit, in the logs (they are
-    // not symmetric there). EtS above the product: the product still lies
-    // in EtS's interval down to E·(1 − he), or EtS in the product's up to
-    // P·T·(1 + hp)(1 + ht); below it, the mirror images.
-    let down = |h: f64| -(1.0 - h.min(1.0 - EXACT)).ln();
-    let up = |h: f64| (1.0 + h).ln();
-    let admitted = if r > 0.0 {
-        down(he).max(up(hp) + up(ht))
-    } else {
-        up(he).max(down(hp) + down(ht))
-    };
+    // The discrepancy the intervals already admit.
+    let admitted = he.max(hp + ht);
     if !r.is_finite() || r.abs() <= admitted {
         return;
     }
@@ -85,13 +84,14 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
 mod tests {
     use super::*;
 
+    /// A model's prediction whose interval is `half` either way in the logs.
     fn model(value: f64, half: f64) -> Prediction {
         Prediction {
             value,
             source: Source::Model,
             family: None,
-            low: value * (1.0 - half),
-            high: value * (1.0 + half),
+            low: value * (-half).exp(),
+            high: value * half.exp(),
             flags: Vec::new(),
         }
     }
@@ -102,27 +102,31 @@ mod tests {
         let (mut e, mut p, mut t) = (model(1010.0, 0.03), model(10.0, 0.0), model(100.0, 0.01));
         reconcile(&mut e, &mut p, &mut t);
         assert_eq!((e.value, p.value, t.value), (1010.0, 10.0, 100.0));
-        // 1030.5 J: the product, 1000 J, is still above its 0.97·E = 999.6 J.
-        let (mut e, mut p, mut t) = (model(1030.5, 0.03), model(10.0, 0.0), model(100.0, 0.0));
+        // 1030.4 J: the product, 1000 J, is still above its E·e^−0.03 = 999.95 J.
+        let (mut e, mut p, mut t) = (model(1030.4, 0.03), model(10.0, 0.0), model(100.0, 0.0));
         reconcile(&mut e, &mut p, &mut t);
-        assert_eq!(e.value, 1030.5);
+        assert_eq!(e.value, 1030.4);
+        // 1030.6 J is not (1000.14 J): it moves.
+        let (mut e, mut p, mut t) = (model(1030.6, 0.03), model(10.0, 0.0), model(100.0, 0.0));
+        reconcile(&mut e, &mut p, &mut t);
+        assert!(e.value < 1030.6);
     }
 
     #[test]
     fn the_least_sure_prediction_takes_the_excess_and_an_exact_one_none() {
-        // APC exact, TtS ±1 %, EtS ±3 %: EtS 10 % above the product, which
-        // EtS's interval reaches down to E·0.97; EtS takes 9/10 of the
-        // excess, TtS 1/10.
+        // APC exact, TtS ±0.01 and EtS ±0.03 in the logs: EtS 10 % above
+        // the product, which EtS's interval reaches down to E·e^−0.03; EtS
+        // takes 9/10 of the excess, TtS 1/10.
         let (mut e, mut p, mut t) = (model(1100.0, 0.03), model(10.0, 0.0), model(100.0, 0.01));
         reconcile(&mut e, &mut p, &mut t);
         assert_eq!(p.value, 10.0);
-        let excess = 1.1f64.ln() + 0.97f64.ln();
+        let excess = 1.1f64.ln() - 0.03;
         assert!((t.value - 100.0 * (0.1 * excess).exp()).abs() < 1e-9);
         assert!((e.value - 1100.0 * (-0.9 * excess).exp()).abs() < 1e-9);
         // The product now sits on the lower edge of EtS's interval.
         assert!((p.value * t.value - e.low).abs() < 1e-9 * e.value);
-        // Intervals keep their relative widths around the new values.
-        assert!((e.high / e.value - 1.03).abs() < 1e-12);
+        // Intervals keep their widths in the logs around the new values.
+        assert!((e.high / e.value - 0.03f64.exp()).abs() < 1e-12);
     }
 
     #[test]
@@ -167,7 +171,7 @@ mod tests {
                 prop_assert!(ce.value == p * t && cp.value == p && ct.value == t);
                 // Just inside either edge of EtS's interval: unchanged too.
                 for edge in [0.999 * he, -0.999 * he] {
-                    let energy = p * t / (1.0 - edge);
+                    let energy = p * t * edge.exp();
                     let (mut ce, mut cp, mut ct) = (model(energy, he), model(p, hp), model(t, ht));
                     reconcile(&mut ce, &mut cp, &mut ct);
                     prop_assert!(ce.value == energy && cp.value == p && ct.value == t, "{edge}");

@@ -18,8 +18,11 @@ use super::{Aggregate, FitOptions, Observation};
 /// a log scale are pooled (`History::coarsened`), which bounds its cost for
 /// any history.
 pub const MAX_SELECTION_POINTS: usize = 24;
-/// Relative width of the prediction interval per unit of σ (95 %).
+/// Half-width of the prediction interval in the logs per unit of σ (95 %).
 const Z95: f64 = 1.96;
+/// The widest prediction interval: a factor of 100 either way of the value.
+/// Past it an interval says nothing more (and the answer is flagged).
+const MAX_SPREAD: f64 = 100.0;
 /// Relative uncertainty assumed when too few node counts were measured to
 /// estimate it.
 const THIN_SIGMA: f64 = 0.25;
@@ -557,13 +560,19 @@ impl Model {
         if self.outside_theory(n, value) {
             flags.push(Flag::OutsideTheory);
         }
-        let half = (Z95 * self.sigma[regime as usize] * (1.0 + outside)).min(0.99);
+        // Multiplicative, symmetric in the logs: the metric is positive and
+        // its back-test errors are relative, so a wide interval stays above
+        // zero (a relative half-width would reach it at 100 %); a narrow one
+        // is the same as value · (1 ± 1.96 σ).
+        let spread = (Z95 * self.sigma[regime as usize] * (1.0 + outside))
+            .exp()
+            .min(MAX_SPREAD);
         Prediction {
             value,
             source: Source::Model,
             family: Some(candidate.family),
-            low: value * (1.0 - half),
-            high: value * (1.0 + half),
+            low: value / spread,
+            high: value * spread,
             flags,
         }
     }
