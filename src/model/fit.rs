@@ -658,6 +658,35 @@ mod tests {
     }
 
     #[test]
+    fn intervals_are_symmetric_in_the_logs_and_never_reach_zero() {
+        // Two counts: the thin history's σ of 25 %, widening beyond them.
+        let data = crate::model::runs(&[(4, 100.0), (8, 60.0)]);
+        let model = fit(&data, options(2.0)).unwrap();
+        let mut last_spread = 1.0;
+        for nodes in [6, 16, 64, 1024, 1_000_000] {
+            let p = model.predict_model(nodes);
+            let (up, down) = (p.high / p.value, p.value / p.low);
+            assert!((up - down).abs() < 1e-9 * up, "{nodes}: {p:?}");
+            assert!(
+                p.low > 0.0 && up <= MAX_SPREAD * (1.0 + 1e-12),
+                "{nodes}: {p:?}"
+            );
+            assert!(up >= last_spread, "{nodes}: narrower further out");
+            last_spread = up;
+        }
+        // Inside the range: e^(1.96 × 0.25), wider than the 1 ± 49 % a
+        // relative half-width would give on the high side.
+        let p = model.predict_model(6);
+        assert!(
+            (p.high / p.value - (Z95 * THIN_SIGMA).exp()).abs() < 1e-9,
+            "{p:?}"
+        );
+        // Far beyond: capped at a factor of 100.
+        let p = model.predict_model(1_000_000);
+        assert!((p.high / p.value - MAX_SPREAD).abs() < 1e-9, "{p:?}");
+    }
+
+    #[test]
     fn exact_linear_data_are_predicted_exactly_inside_and_beyond() {
         let data =
             crate::model::runs(&[(1, 110.0), (2, 120.0), (4, 140.0), (8, 180.0), (16, 260.0)]);
