@@ -21,12 +21,11 @@
 //! node count, each metric answers with the runs' own aggregate (every run
 //! satisfied E = P·T within 5 % at ingestion).
 
+use super::fit::MAX_SPREAD;
 use super::{Aggregate, Model, Prediction, Source};
 
 /// A half-width (in the logs) below which a prediction counts as exact.
 const EXACT: f64 = 1e-12;
-/// The half-width taken for an interval that gives none: a factor of 100.
-const UNKNOWN: f64 = 4.605_170_185_988_092;
 
 /// The predictions of `models` (EtS, APC, TtS, in `Metric::ALL`'s order) at
 /// `nodes`, reconciled where they come from the models (whose answers do not
@@ -55,7 +54,8 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
         if half.is_finite() {
             half.max(EXACT)
         } else {
-            UNKNOWN
+            // An interval that gives none: the widest a model gives.
+            MAX_SPREAD.ln()
         }
     };
     let [he, hp, ht] = all.map(half);

@@ -497,18 +497,10 @@ impl Slopes {
                 .map(|i| {
                     xs.clear();
                     ys.clear();
-                    xs.extend(
-                        x.iter()
-                            .enumerate()
-                            .filter(|(j, _)| *j != i)
-                            .map(|(_, v)| v),
-                    );
-                    ys.extend(
-                        y.iter()
-                            .enumerate()
-                            .filter(|(j, _)| *j != i)
-                            .map(|(_, v)| v),
-                    );
+                    for j in (0..m).filter(|&j| j != i) {
+                        xs.push(x[j]);
+                        ys.push(y[j]);
+                    }
                     (interpolate(&xs, &ys, slopes, x[i]) - y[i]).exp_m1().abs()
                 })
                 .sum::<f64>()

@@ -22,7 +22,7 @@ pub const MAX_SELECTION_POINTS: usize = 24;
 const Z95: f64 = 1.96;
 /// The widest prediction interval: a factor of 100 either way of the value.
 /// Past it an interval says nothing more (and the answer is flagged).
-const MAX_SPREAD: f64 = 100.0;
+pub(super) const MAX_SPREAD: f64 = 100.0;
 /// Relative uncertainty assumed when too few node counts were measured to
 /// estimate it.
 const THIN_SIGMA: f64 = 0.25;

@@ -67,13 +67,14 @@ fn main() {
     if let Ok(only) = std::env::var("HTTP_ONLY") {
         eprintln!("service pid {}", server.pid());
         std::thread::sleep(std::time::Duration::from_secs(3));
-        let target = Target::get(match only.as_str() {
-            "healthz" => HEALTH,
-            "kept" => PREDICTION,
-            _ => PREDICTION_NEW,
-        });
+        let target = match only.as_str() {
+            "healthz" => &health,
+            "kept" => &prediction,
+            "new" => &new,
+            other => panic!("HTTP_ONLY={other}: expected healthz, kept or new"),
+        };
         for _ in 0..ROUNDS {
-            let m = client.block_on(closed_loop(&server, &target, &token));
+            let m = client.block_on(closed_loop(&server, target, &token));
             println!(
                 "{only}: {:.0} req/s, {:.1} µs",
                 m.throughput(),
