@@ -629,7 +629,7 @@ impl Tally {
     pub fn of(models: &[Arc<Fitted>], predictions: &[Prediction]) -> Tally {
         let mut tally = Tally::default();
         for (m, p) in models.iter().zip(predictions) {
-            let flags = p.flags.iter().fold(0u8, |bits, f| bits | (1 << f.index()));
+            let flags = p.flags.bits();
             tally.0[m.model.options.metric.index()] = Some((p.source, flags));
         }
         tally

@@ -50,7 +50,8 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
     // Half-widths in the logs (the wider side, should an interval not be
     // symmetric there).
     let half = |p: &Prediction| {
-        let half = (p.high / p.value).ln().max((p.value / p.low).ln());
+        // One logarithm: ln is increasing, so that of the larger ratio.
+        let half = (p.high / p.value).max(p.value / p.low).ln();
         if half.is_finite() {
             half.max(EXACT)
         } else {
@@ -59,7 +60,14 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
         }
     };
     let [he, hp, ht] = all.map(half);
-    let r = ets.value.ln() - apc.value.ln() - tts.value.ln();
+    // ln E − ln P − ln T, with one logarithm unless the quotient leaves
+    // the normal range.
+    let quotient = ets.value / apc.value / tts.value;
+    let r = if quotient.is_normal() {
+        quotient.ln()
+    } else {
+        ets.value.ln() - apc.value.ln() - tts.value.ln()
+    };
     // The discrepancy the intervals already admit.
     let admitted = he.max(hp + ht);
     if !r.is_finite() || r.abs() <= admitted {
@@ -92,7 +100,7 @@ mod tests {
             family: None,
             low: value * (-half).exp(),
             high: value * half.exp(),
-            flags: Vec::new(),
+            flags: Default::default(),
         }
     }
 

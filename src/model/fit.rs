@@ -12,7 +12,7 @@
 use super::families::Family;
 use super::select::{self, Candidate, Regime, Selection};
 use super::theory;
-use super::{Aggregate, FitOptions, Observation};
+use super::{Aggregate, FitOptions, Observation, ScalingMode};
 
 /// A selection sees at most this many points: beyond, node counts close on
 /// a log scale are pooled (`History::coarsened`), which bounds its cost for
@@ -443,6 +443,38 @@ impl Flag {
     }
 }
 
+/// A prediction's flags: a set, listed in `Flag::ALL`'s order. A bit set
+/// rather than a vector, so that a prediction allocates nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flags(u8);
+
+impl Flags {
+    pub fn contains(self, flag: Flag) -> bool {
+        self.0 & Self::bit(flag) != 0
+    }
+
+    pub fn insert(&mut self, flag: Flag) {
+        self.0 |= Self::bit(flag);
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// One bit per flag, bit i for `Flag::ALL[i]`.
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Flag> {
+        Flag::ALL.into_iter().filter(move |f| self.contains(*f))
+    }
+
+    fn bit(flag: Flag) -> u8 {
+        1 << flag.index()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Prediction {
     pub value: f64,
@@ -451,7 +483,7 @@ pub struct Prediction {
     pub family: Option<Family>,
     pub low: f64,
     pub high: f64,
-    pub flags: Vec<Flag>,
+    pub flags: Flags,
 }
 
 /// Fit a model to `observations`; `None` when there is no usable observation.
@@ -512,12 +544,12 @@ impl Model {
         }
     }
 
-    fn history_flags(&self) -> Vec<Flag> {
+    fn history_flags(&self) -> Flags {
+        let mut flags = Flags::default();
         if self.history.points.len() < 3 {
-            vec![Flag::ThinHistory]
-        } else {
-            Vec::new()
+            flags.insert(Flag::ThinHistory);
         }
+        flags
     }
 
     /// Whether `nodes` is inside the measured range or beyond it.
@@ -552,13 +584,13 @@ impl Model {
             0.0
         };
         if outside > 0.0 {
-            flags.push(Flag::Extrapolation);
+            flags.insert(Flag::Extrapolation);
         }
         if !candidate.within_allowed {
-            flags.push(Flag::RmseNotMet);
+            flags.insert(Flag::RmseNotMet);
         }
         if self.outside_theory(n, value) {
-            flags.push(Flag::OutsideTheory);
+            flags.insert(Flag::OutsideTheory);
         }
         // Multiplicative, symmetric in the logs: the metric is positive and
         // its back-test errors are relative, so a wide interval stays above
@@ -580,7 +612,14 @@ impl Model {
     /// Whether moving from the nearest measured node count to `n` changes the
     /// metric more (or less) than the declared scaling mode allows.
     fn outside_theory(&self, n: f64, value: f64) -> bool {
-        // Nearest on a log scale: one of the two measured counts around n.
+        // No declared mode, no theory (`theory::ratio_bounds` gives none):
+        // skip the search for the nearest count.
+        if self.options.mode == ScalingMode::Unknown {
+            return false;
+        }
+        // Nearest on a log scale: one of the two measured counts around n,
+        // the one whose ratio to n (or n's to it) is smaller; |ln(c / n)|
+        // without the logarithm.
         let points = &self.history.points;
         let above = points.partition_point(|p| f64::from(p.nodes) < n);
         let candidates = [
@@ -592,9 +631,11 @@ impl Model {
             .flatten()
             .map(|i| &points[i])
             .min_by(|a, b| {
-                let da = (f64::from(a.nodes) / n).ln().abs();
-                let db = (f64::from(b.nodes) / n).ln().abs();
-                da.total_cmp(&db)
+                let distance = |c: &NodePoint| {
+                    let ratio = f64::from(c.nodes) / n;
+                    ratio.max(ratio.recip())
+                };
+                distance(a).total_cmp(&distance(b))
             });
         let Some(nearest) = nearest else {
             return false;
@@ -694,11 +735,11 @@ mod tests {
         let p = model.predict(10, Aggregate::Mean);
         assert!((p.value - 200.0).abs() < 1e-6, "{p:?}");
         assert_eq!(p.source, Source::Model);
-        assert!(!p.flags.contains(&Flag::Extrapolation));
-        assert!(!p.flags.contains(&Flag::RmseNotMet));
+        assert!(!p.flags.contains(Flag::Extrapolation));
+        assert!(!p.flags.contains(Flag::RmseNotMet));
         let p = model.predict(32, Aggregate::Mean);
         assert!((p.value - 420.0).abs() < 1e-6, "{p:?}");
-        assert!(p.flags.contains(&Flag::Extrapolation));
+        assert!(p.flags.contains(Flag::Extrapolation));
         assert_eq!(
             p.family,
             Some(model.selection.winner(Regime::Beyond).family)
@@ -740,7 +781,7 @@ mod tests {
         let p = model.predict(5, Aggregate::Mean);
         assert!(p.value > 0.0 && p.value.is_finite());
         let winner = model.selection.winner(Regime::Inside);
-        assert_eq!(p.flags.contains(&Flag::RmseNotMet), !winner.within_allowed);
+        assert_eq!(p.flags.contains(Flag::RmseNotMet), !winner.within_allowed);
         assert!(model.selection.candidates.iter().any(|c| !c.within_allowed));
         // On twelve counts the scatter about neighbouring points shows the
         // noise, and the allowed %RMSE applied rises above it.
@@ -772,7 +813,7 @@ mod tests {
                             "{metric:?} {n}: {p:?}"
                         );
                         assert!(p.low > 0.0 && p.low <= p.value && p.value <= p.high);
-                        assert!(p.flags.contains(&Flag::ThinHistory));
+                        assert!(p.flags.contains(Flag::ThinHistory));
                     }
                 }
                 let ideal = metric.ideal_exponent(mode);
@@ -801,6 +842,27 @@ mod tests {
     }
 
     #[test]
+    fn flags_are_a_set_listed_in_the_documented_order() {
+        let mut flags = Flags::default();
+        assert!(flags.is_empty());
+        flags.insert(Flag::DatabaseUnavailable);
+        flags.insert(Flag::ThinHistory);
+        flags.insert(Flag::Extrapolation);
+        flags.insert(Flag::ThinHistory);
+        assert!(flags.contains(Flag::ThinHistory) && !flags.contains(Flag::RmseNotMet));
+        assert_eq!(
+            flags.iter().collect::<Vec<_>>(),
+            [
+                Flag::Extrapolation,
+                Flag::ThinHistory,
+                Flag::DatabaseUnavailable
+            ]
+        );
+        // Bit i is Flag::ALL[i], as the /metrics counters read them.
+        assert_eq!(flags.bits(), 0b10011);
+    }
+
+    #[test]
     fn predictions_outside_the_declared_theory_are_flagged() {
         // Strong scaling: energy may not fall below the constant (ideal) line.
         let data = crate::model::runs(&[(1, 1000.0), (2, 800.0), (4, 600.0), (8, 400.0)]);
@@ -814,7 +876,7 @@ mod tests {
             model
                 .predict(16, Aggregate::Mean)
                 .flags
-                .contains(&Flag::OutsideTheory)
+                .contains(Flag::OutsideTheory)
         );
         let unknown = fit(
             &data,
@@ -828,7 +890,7 @@ mod tests {
             !unknown
                 .predict(16, Aggregate::Mean)
                 .flags
-                .contains(&Flag::OutsideTheory)
+                .contains(Flag::OutsideTheory)
         );
     }
 

@@ -73,15 +73,16 @@ impl Gustafson {
 pub fn ratio_bounds(mode: ScalingMode, metric: Metric, n0: f64, n: f64) -> Option<(f64, f64)> {
     let (lo_exp, hi_exp) = match (mode, metric) {
         (ScalingMode::Unknown, _) => return None,
-        (ScalingMode::Strong, Metric::Ets) => (0.0, 1.0),
-        (ScalingMode::Strong, Metric::Apc) => (0.0, 1.0),
-        (ScalingMode::Strong, Metric::Tts) => (-1.0, 0.0),
-        (ScalingMode::Weak, Metric::Ets) => (1.0, 2.0),
-        (ScalingMode::Weak, Metric::Apc) => (0.0, 1.0),
-        (ScalingMode::Weak, Metric::Tts) => (0.0, 1.0),
+        (ScalingMode::Strong, Metric::Ets) => (0, 1),
+        (ScalingMode::Strong, Metric::Apc) => (0, 1),
+        (ScalingMode::Strong, Metric::Tts) => (-1, 0),
+        (ScalingMode::Weak, Metric::Ets) => (1, 2),
+        (ScalingMode::Weak, Metric::Apc) => (0, 1),
+        (ScalingMode::Weak, Metric::Tts) => (0, 1),
     };
     let r = n / n0;
-    let (a, b) = (r.powf(lo_exp), r.powf(hi_exp));
+    // Whole exponents: powi is exact for these, and cheaper than powf.
+    let (a, b) = (r.powi(lo_exp), r.powi(hi_exp));
     Some((a.min(b), a.max(b)))
 }
 

@@ -196,7 +196,7 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
     let (nodes, aggregate) = (query.nodes, query.aggregate);
     let metrics = metrics_of(query.metric);
     let consistent = Consistent::at(service, app, allowed, nodes, aggregate).await?;
-    let (models, mut predictions) = consistent.of(&metrics);
+    let (models, mut predictions) = consistent.of(metrics);
     let tts_s = consistent.prediction(Metric::Tts).value;
     let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || query.scope.list.is_some() {
         node_answers(service, app, nodes, &query.scope, allowed, aggregate, tts_s).await?
@@ -261,8 +261,11 @@ pub async fn model(
     Ok((app, fitted))
 }
 
-fn metrics_of(metric: Option<MetricName>) -> Vec<Metric> {
-    metric.map_or_else(|| Metric::ALL.to_vec(), |m| vec![m])
+/// The metrics a query asks for, in `Metric::ALL`'s order.
+fn metrics_of(metric: Option<MetricName>) -> &'static [Metric] {
+    metric.map_or(&Metric::ALL, |m| {
+        std::slice::from_ref(&Metric::ALL[m.index()])
+    })
 }
 
 /// Flag extrapolations that depart from the application's physics model
@@ -278,7 +281,7 @@ async fn physics_flags(
 ) -> Result<()> {
     if !predicted
         .iter()
-        .any(|p| p.flags.contains(&Flag::Extrapolation))
+        .any(|p| p.flags.contains(Flag::Extrapolation))
     {
         return Ok(());
     }
@@ -297,11 +300,11 @@ async fn physics_flags(
     };
     for (fitted, p) in models.iter().zip(predicted) {
         let metric = fitted.model.options.metric;
-        if p.flags.contains(&Flag::Extrapolation)
-            && !p.flags.contains(&Flag::OutsideTheory)
+        if p.flags.contains(Flag::Extrapolation)
+            && !p.flags.contains(Flag::OutsideTheory)
             && physics.departs(metric, f64::from(nodes), p.value)
         {
-            p.flags.push(Flag::OutsideTheory);
+            p.flags.insert(Flag::OutsideTheory);
         }
     }
     Ok(())
@@ -311,7 +314,7 @@ async fn physics_flags(
 fn outage_flags(service: &Service, predicted: &mut [Prediction]) {
     if service.caches.degraded() {
         for p in predicted {
-            p.flags.push(Flag::DatabaseUnavailable);
+            p.flags.insert(Flag::DatabaseUnavailable);
         }
     }
 }

@@ -31,7 +31,7 @@ pub struct MetricPrediction<'a> {
     /// extrapolation, thin_history, allowed_rmse_not_met,
     /// outside_theoretical_bounds, database_unavailable.
     #[schema(value_type = Vec<String>)]
-    pub flags: FlagNames<'a>,
+    pub flags: FlagNames,
     #[schema(value_type = PredictorInfo)]
     pub model: &'a RawValue,
     #[schema(value_type = HistorySummary)]
@@ -80,7 +80,7 @@ pub(super) fn metric_prediction<'a>(
                 Source::Model => IntervalKind::Prediction95,
             },
         },
-        flags: FlagNames(&p.flags),
+        flags: FlagNames(p.flags),
         model,
         history,
         backtest,

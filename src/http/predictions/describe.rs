@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
-use crate::model::{self, Candidate, Flag, Model, Prediction, Regime, Shape};
+use crate::model::{self, Candidate, Flags, Model, Prediction, Regime, Shape};
 use crate::predict::Fitted;
 
 /// A value with its interval.
@@ -211,11 +211,11 @@ pub struct BacktestInfo {
 
 /// Flags serialized by name, without collecting the names.
 #[derive(Debug)]
-pub struct FlagNames<'a>(pub &'a [Flag]);
+pub struct FlagNames(pub Flags);
 
-impl Serialize for FlagNames<'_> {
+impl Serialize for FlagNames {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|f| f.as_str()))
+        serializer.collect_seq(self.0.iter().map(model::Flag::as_str))
     }
 }
 
