@@ -6,7 +6,7 @@ src/model/synth.rs, the accuracy suite's generator): docs/accuracy.md,
 
     cargo build --release && python3 tests/independent/check.py
 
-Without --token, it starts target/release/joulecast on --base's port with a
+Without --token, it starts target/release/joulecast (or --binary) on --base's port with a
 fresh embedded database in a temporary directory, and stops it at the end.
 With --token FILE, it uses the service already running at --base. Writes
 target/independent/report.md and target/independent/cases.json.
@@ -33,6 +33,8 @@ OUT = os.path.join(ROOT, "target", "independent")
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--base", default="http://127.0.0.1:18111")
+ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "joulecast"),
+                help="the joulecast binary to start (without --token)")
 ap.add_argument("--token", help="admin token file of a running service (else one is started)")
 ap.add_argument("--prefix", default="ix1")
 ap.add_argument("--apps", type=int, default=150)
@@ -284,7 +286,7 @@ def ensure_service():
         return None, args.token
     if ready():
         sys.exit(f"{args.base} is in use: pass --token for that service, or another --base")
-    binary = os.path.join(ROOT, "target", "release", "joulecast")
+    binary = os.path.abspath(args.binary)
     if not os.path.exists(binary):
         sys.exit(f"{binary} is missing: run `cargo build --release` first")
     data = tempfile.mkdtemp(prefix="joulecast-independent-")
