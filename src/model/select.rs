@@ -247,8 +247,9 @@ fn alone(candidate: Candidate) -> Selection {
     }
 }
 
-/// The candidate answering `regime`: the rule's winner (`by_rule`), except
-/// where the interpolation stays the incumbent inside the range.
+/// The candidate answering `regime`: beyond the range `upper_median`'s;
+/// inside it the rule's winner (`by_rule`), except where the interpolation
+/// stays the incumbent.
 fn winner(candidates: &[Candidate], regime: Regime, noise: Noise, reference: f64) -> usize {
     if regime == Regime::Beyond {
         return upper_median(candidates, noise, reference);
@@ -315,9 +316,10 @@ fn by_rule(candidates: &[Candidate], regime: Regime, noise: Noise) -> usize {
 /// the allowed %RMSE, the one whose prediction at `reference` is the upper
 /// median of theirs; among equal predictions, the fewest parameters. When
 /// no tied candidate is within the allowed %RMSE, the §2 rule decides
-/// (`by_rule`), so a model far outside it never wins over a simpler one. Tied back-tests cannot tell the candidates apart, and
-/// their extrapolations part: the median sets aside one that wanders off,
-/// and the upper of two errs on the side a budget or a cap can absorb. On
+/// (`by_rule`), so a model far outside it never wins over a simpler one.
+/// Tied back-tests cannot tell the candidates apart, and their
+/// extrapolations part: the median sets aside one that wanders off, and
+/// the upper of two errs on the side a budget or a cap can absorb. On
 /// the second generator's histories (eight seeds, docs/accuracy.md) every
 /// median beyond the range fell against the §2 rule's fewest parameters
 /// (EtS at 1.5× / 2× 2.76 / 3.66 → 2.67 / 3.47 %).
