@@ -393,13 +393,19 @@ fn physics(history: &History, metric: Metric, allowed: f64) -> Option<FamilyFit>
         if fitted.beta.iter().any(|c| *c < 0.0) {
             continue;
         }
-        let curve = Curve::Physics(terms.iter().copied().zip(fitted.beta).collect());
+        let curve = Curve::Physics(
+            terms
+                .iter()
+                .copied()
+                .zip(fitted.beta.iter().copied())
+                .collect(),
+        );
         if curve.value(HORIZON.0).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
             continue;
         }
         let rmse_pct = segmented::pct(y.iter().zip(&fitted.fitted).map(|(y, f)| y - f), history);
-        let loo = fitted.loo.as_ref().map_or(f64::INFINITY, |loo| {
-            segmented::pct(loo.iter().copied(), history)
+        let loo = fitted.loo(&rows, &y, &w).map_or(f64::INFINITY, |loo| {
+            segmented::pct(loo.into_iter(), history)
         });
         let candidate = FamilyFit {
             curve,

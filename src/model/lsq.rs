@@ -1,15 +1,15 @@
 //! Weighted linear least squares with leave-one-out residuals.
 
-use nalgebra::{DMatrix, DVector};
+use nalgebra::{Cholesky, DMatrix, DVector, Dyn};
 
 /// A fit of y ≈ X·β minimising Σ wᵢ (yᵢ − xᵢᵀβ)².
 #[derive(Debug, Clone)]
 pub struct Lsq {
     pub beta: Vec<f64>,
     pub fitted: Vec<f64>,
-    /// Leave-one-out residuals yᵢ − ŷ₋ᵢ, from the hat matrix (PRESS):
-    /// eᵢ / (1 − hᵢᵢ). `None` when some point determines the fit alone.
-    pub loo: Option<Vec<f64>>,
+    /// The factor of XᵀWX, kept for the leave-one-out residuals (`loo`),
+    /// which most of the segmentations' fits never need.
+    cholesky: Cholesky<f64, Dyn>,
 }
 
 /// Fit `rows` (m rows of p values, row-major) to `y` with weights `w`.
@@ -17,24 +17,28 @@ pub struct Lsq {
 pub fn fit(rows: &[f64], p: usize, y: &[f64], w: &[f64]) -> Option<Lsq> {
     let m = y.len();
     debug_assert_eq!(rows.len(), m * p);
-    let mut ata = DMatrix::<f64>::zeros(p, p);
-    let mut atb = DVector::<f64>::zeros(p);
+    // XᵀWX column-major (entry (a, b) at a + b·p), accumulated in plain
+    // slices: a matrix's checked indexing in this loop cost more than the
+    // factorisation.
+    let mut ata = vec![0.0f64; p * p];
+    let mut atb = vec![0.0f64; p];
     for i in 0..m {
         let row = &rows[i * p..(i + 1) * p];
         for a in 0..p {
             let wa = w[i] * row[a];
             atb[a] += wa * y[i];
             for b in a..p {
-                ata[(a, b)] += wa * row[b];
+                ata[a + b * p] += wa * row[b];
             }
         }
     }
     for a in 0..p {
         for b in 0..a {
-            ata[(a, b)] = ata[(b, a)];
+            ata[a + b * p] = ata[b + a * p];
         }
     }
-    let cholesky = ata.cholesky()?;
+    let atb = DVector::from_vec(atb);
+    let cholesky = DMatrix::from_vec(p, p, ata).cholesky()?;
     // A (near) rank-deficient system: the factor's diagonal spans more than
     // seven orders of magnitude (a condition number beyond ~1e14).
     let diagonal = cholesky.l_dirty().diagonal();
@@ -57,28 +61,36 @@ pub fn fit(rows: &[f64], p: usize, y: &[f64], w: &[f64]) -> Option<Lsq> {
                 .sum()
         })
         .collect();
-    let loo = (m > p)
-        .then(|| {
-            let inverse = cholesky.inverse();
-            let inverse = inverse.as_slice();
-            (0..m)
-                .map(|i| {
-                    // Leverage hᵢᵢ = wᵢ·xᵢᵀ(XᵀWX)⁻¹xᵢ, without allocating.
-                    let row = &rows[i * p..(i + 1) * p];
-                    let quadratic: f64 = (0..p)
-                        .map(|a| row[a] * (0..p).map(|b| inverse[a + b * p] * row[b]).sum::<f64>())
-                        .sum();
-                    let leverage_left = 1.0 - w[i] * quadratic;
-                    (leverage_left > 1e-9).then(|| (y[i] - fitted[i]) / leverage_left)
-                })
-                .collect::<Option<Vec<f64>>>()
-        })
-        .flatten();
     Some(Lsq {
         beta: beta.iter().copied().collect(),
         fitted,
-        loo,
+        cholesky,
     })
+}
+
+impl Lsq {
+    /// Leave-one-out residuals yᵢ − ŷ₋ᵢ, from the hat matrix (PRESS):
+    /// eᵢ / (1 − hᵢᵢ), for the `rows`, `y` and `w` the fit was made from.
+    /// `None` when some point determines the fit alone.
+    pub fn loo(&self, rows: &[f64], y: &[f64], w: &[f64]) -> Option<Vec<f64>> {
+        let (m, p) = (y.len(), self.beta.len());
+        if m <= p {
+            return None;
+        }
+        let inverse = self.cholesky.inverse();
+        let inverse = inverse.as_slice();
+        (0..m)
+            .map(|i| {
+                // Leverage hᵢᵢ = wᵢ·xᵢᵀ(XᵀWX)⁻¹xᵢ, without allocating.
+                let row = &rows[i * p..(i + 1) * p];
+                let quadratic: f64 = (0..p)
+                    .map(|a| row[a] * (0..p).map(|b| inverse[a + b * p] * row[b]).sum::<f64>())
+                    .sum();
+                let leverage_left = 1.0 - w[i] * quadratic;
+                (leverage_left > 1e-9).then(|| (y[i] - self.fitted[i]) / leverage_left)
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -92,7 +104,12 @@ mod tests {
         let y: Vec<f64> = xs.iter().map(|x| 3.0 + 2.0 * x).collect();
         let fit = fit(&rows, 2, &y, &[1.0; 4]).unwrap();
         assert!((fit.beta[0] - 3.0).abs() < 1e-9 && (fit.beta[1] - 2.0).abs() < 1e-9);
-        assert!(fit.loo.unwrap().iter().all(|e| e.abs() < 1e-9));
+        assert!(
+            fit.loo(&rows, &y, &[1.0; 4])
+                .unwrap()
+                .iter()
+                .all(|e| e.abs() < 1e-9)
+        );
     }
 
     /// Leave-one-out residuals from the hat matrix equal those of refitting
@@ -104,7 +121,7 @@ mod tests {
         let w = [1.0, 0.5, 1.0, 0.8, 1.0, 0.3];
         let rows: Vec<f64> = xs.iter().flat_map(|x| [1.0, *x, x * x]).collect();
         let full = fit(&rows, 3, &y, &w).unwrap();
-        let loo = full.loo.unwrap();
+        let loo = full.loo(&rows, &y, &w).unwrap();
         for i in 0..xs.len() {
             let keep: Vec<usize> = (0..xs.len()).filter(|&j| j != i).collect();
             let rows_i: Vec<f64> = keep

@@ -67,10 +67,12 @@ pub struct Fitted {
     pub rmse_pct: f64,
 }
 
-/// A fitted candidate with its leave-one-out %RMSE.
+/// One structure's least-squares fit, before its segments are built.
 struct Candidate {
-    fitted: Fitted,
-    loo_rmse_pct: Option<f64>,
+    structure: Structure,
+    lsq: lsq::Lsq,
+    /// %RMSE (docs/model.md §2) against the history, in y.
+    rmse_pct: f64,
 }
 
 /// Fit every admissible segmentation to `history` in `space` and choose by
@@ -80,33 +82,27 @@ pub fn fit(history: &History, space: Space, allowed: f64) -> Option<Fitted> {
     if history.points.len() < 2 {
         return None;
     }
-    let candidates = candidates(
-        history,
-        space,
-        Weights::Relative,
-        structures(history.points.len()),
-    );
+    let space = Fits::new(history, space, Weights::Relative);
+    let candidates = space.candidates(structures(history.points.len()));
     let allowed = allowed + 1e-9;
-    let loo_key = |c: &&Candidate| c.loo_rmse_pct.unwrap_or(f64::INFINITY);
-    let qualifying = candidates
+    // The §2 rule: among the candidates within the allowed %RMSE, the fewest
+    // parameters, then the lower leave-one-out %RMSE, then the lower %RMSE;
+    // if none is within it, the lower leave-one-out %RMSE, then %RMSE. Only
+    // a candidate whose segments are positive over the range (in (n, y))
+    // counts. The leave-one-out %RMSE and the segments are computed only for
+    // the candidates that ranking reaches: most never are.
+    let mut within: Vec<&Candidate> = candidates
         .iter()
-        .filter(|c| c.fitted.rmse_pct <= allowed)
-        .min_by(|a, b| {
-            a.fitted
-                .params
-                .cmp(&b.fitted.params)
-                .then(loo_key(a).total_cmp(&loo_key(b)))
-                .then(a.fitted.rmse_pct.total_cmp(&b.fitted.rmse_pct))
-        });
-    qualifying
-        .or_else(|| {
-            candidates.iter().min_by(|a, b| {
-                loo_key(a)
-                    .total_cmp(&loo_key(b))
-                    .then(a.fitted.rmse_pct.total_cmp(&b.fitted.rmse_pct))
-            })
-        })
-        .map(|c| c.fitted.clone())
+        .filter(|c| c.rmse_pct <= allowed)
+        .collect();
+    within.sort_by_key(|c| c.structure.params());
+    for group in within.chunk_by(|a, b| a.structure.params() == b.structure.params()) {
+        if let Some(found) = space.first_admissible(group) {
+            return Some(found);
+        }
+    }
+    let all: Vec<&Candidate> = candidates.iter().collect();
+    space.first_admissible(&all)
 }
 
 /// The least-squares line (case I alone) through `history` in (n, y), its
@@ -129,9 +125,9 @@ pub fn line(history: &History) -> Option<Fitted> {
         breaks: [0, 0],
         degree: 1,
     };
-    candidates(history, Space::Linear, Weights::Absolute, vec![case_i])
-        .pop()
-        .map(|c| c.fitted)
+    let fits = Fits::new(history, Space::Linear, Weights::Absolute);
+    let candidate = fits.candidates(vec![case_i]).pop()?;
+    fits.fitted(&candidate)
 }
 
 /// The %RMSE formula of docs/model.md §2 for residuals against `history`.
@@ -274,103 +270,172 @@ fn structures(m: usize) -> Vec<Structure> {
     out
 }
 
-/// Fit every admissible structure; keep those with a finite %RMSE that are,
-/// in the linear space, strictly positive over the measured range.
-fn candidates(
-    history: &History,
+/// A history prepared for the segmentations of one space: positions scaled
+/// to [0, 1], values and weights.
+struct Fits<'a> {
+    history: &'a History,
     space: Space,
-    weights: Weights,
-    structures: Vec<Structure>,
-) -> Vec<Candidate> {
-    let points = &history.points;
-    let m = points.len();
-    let x: Vec<f64> = points
-        .iter()
-        .map(|p| match space {
-            Space::Linear => f64::from(p.nodes),
-            Space::Log => f64::from(p.nodes).ln(),
-        })
-        .collect();
-    let (x0, x1) = (x[0], x[m - 1]);
-    let scale = x1 - x0;
-    let t: Vec<f64> = x.iter().map(|x| (x - x0) / scale).collect();
-    let (y, w): (Vec<f64>, Vec<f64>) = points
-        .iter()
-        .map(|p| match space {
-            // Measurement noise is relative (a few per cent of the value), so
-            // a point's variance grows with its value squared.
-            Space::Linear if weights == Weights::Relative => (p.mean, p.weight / (p.mean * p.mean)),
-            Space::Linear => (p.mean, p.weight),
-            Space::Log => (p.mean.ln(), p.weight),
-        })
-        .unzip();
-    // Back to y, and the residual in y for a residual `e` in the fit's space.
-    let to_y = |v: f64| match space {
-        Space::Linear => v,
-        Space::Log => v.exp(),
-    };
-    let residual = |i: usize, e: f64| match space {
-        Space::Linear => e,
-        Space::Log => points[i].mean * (1.0 - (-e).exp()),
-    };
-    let mut rows = Vec::new();
-    let mut basis = Vec::with_capacity(6);
-    structures
-        .into_iter()
-        .filter_map(|structure| {
-            let p = structure.params();
-            let (ta, tb) = (t[structure.breaks[0]], t[structure.breaks[1]]);
-            rows.clear();
-            for &ti in &t {
-                structure.basis(ti, ta, tb, &mut basis);
-                rows.extend_from_slice(&basis);
-            }
-            let fitted = lsq::fit(&rows, p, &y, &w)?;
-            let value = |v: f64| {
-                let mut basis = Vec::with_capacity(6);
-                structure.basis((v - x0) / scale, ta, tb, &mut basis);
-                basis
-                    .iter()
-                    .zip(&fitted.beta)
-                    .map(|(b, c)| b * c)
-                    .sum::<f64>()
-            };
-            let segments: Vec<Segment> = structure
-                .segments(m)
-                .into_iter()
-                .map(|(i, j, kind, degree)| local_segment(x[i], x[j], kind, degree, &value))
-                .collect::<Option<_>>()?;
-            if space == Space::Linear && !segments.iter().all(|s| s.minimum() > 0.0) {
-                return None;
-            }
-            let rmse_pct = pct(
-                points
-                    .iter()
-                    .zip(&fitted.fitted)
-                    .map(|(p, f)| p.mean - to_y(*f)),
-                history,
-            );
-            let loo_rmse_pct = fitted.loo.as_ref().map(|loo| {
+    /// Positions in the fit's space (n or ln n), and scaled to [0, 1].
+    x: Vec<f64>,
+    t: Vec<f64>,
+    y: Vec<f64>,
+    w: Vec<f64>,
+}
+
+impl<'a> Fits<'a> {
+    fn new(history: &'a History, space: Space, weights: Weights) -> Fits<'a> {
+        let points = &history.points;
+        let m = points.len();
+        let x: Vec<f64> = points
+            .iter()
+            .map(|p| match space {
+                Space::Linear => f64::from(p.nodes),
+                Space::Log => f64::from(p.nodes).ln(),
+            })
+            .collect();
+        let (x0, x1) = (x[0], x[m - 1]);
+        let scale = x1 - x0;
+        let t: Vec<f64> = x.iter().map(|x| (x - x0) / scale).collect();
+        let (y, w): (Vec<f64>, Vec<f64>) = points
+            .iter()
+            .map(|p| match space {
+                // Measurement noise is relative (a few per cent of the value),
+                // so a point's variance grows with its value squared.
+                Space::Linear if weights == Weights::Relative => {
+                    (p.mean, p.weight / (p.mean * p.mean))
+                }
+                Space::Linear => (p.mean, p.weight),
+                Space::Log => (p.mean.ln(), p.weight),
+            })
+            .unzip();
+        Fits {
+            history,
+            space,
+            x,
+            t,
+            y,
+            w,
+        }
+    }
+
+    /// Back to y from the fit's space.
+    fn to_y(&self, v: f64) -> f64 {
+        match self.space {
+            Space::Linear => v,
+            Space::Log => v.exp(),
+        }
+    }
+
+    /// The design matrix of `structure`, row-major, into `rows`.
+    fn rows(&self, structure: &Structure, rows: &mut Vec<f64>) {
+        let (ta, tb) = (self.t[structure.breaks[0]], self.t[structure.breaks[1]]);
+        let mut basis = Vec::with_capacity(6);
+        rows.clear();
+        rows.reserve(self.t.len() * structure.params());
+        for &ti in &self.t {
+            structure.basis(ti, ta, tb, &mut basis);
+            rows.extend_from_slice(&basis);
+        }
+    }
+
+    /// Every structure fitted, with a finite %RMSE.
+    fn candidates(&self, structures: Vec<Structure>) -> Vec<Candidate> {
+        let mut rows = Vec::new();
+        structures
+            .into_iter()
+            .filter_map(|structure| {
+                self.rows(&structure, &mut rows);
+                let lsq = lsq::fit(&rows, structure.params(), &self.y, &self.w)?;
+                let rmse_pct = pct(
+                    self.history
+                        .points
+                        .iter()
+                        .zip(&lsq.fitted)
+                        .map(|(p, f)| p.mean - self.to_y(*f)),
+                    self.history,
+                );
+                rmse_pct.is_finite().then_some(Candidate {
+                    structure,
+                    lsq,
+                    rmse_pct,
+                })
+            })
+            .collect()
+    }
+
+    /// The leave-one-out %RMSE of `candidate` in y; infinite when some point
+    /// determines its fit alone.
+    fn loo_rmse_pct(&self, candidate: &Candidate) -> f64 {
+        let mut rows = Vec::new();
+        self.rows(&candidate.structure, &mut rows);
+        let points = &self.history.points;
+        // The residual in y for a residual `e` in the fit's space.
+        let residual = |i: usize, e: f64| match self.space {
+            Space::Linear => e,
+            Space::Log => points[i].mean * (1.0 - (-e).exp()),
+        };
+        candidate
+            .lsq
+            .loo(&rows, &self.y, &self.w)
+            .map_or(f64::INFINITY, |loo| {
                 pct(
                     loo.iter().enumerate().map(|(i, e)| residual(i, *e)),
-                    history,
+                    self.history,
                 )
-            });
-            rmse_pct.is_finite().then_some(Candidate {
-                fitted: Fitted {
-                    predictor: Predictor {
-                        shape: Shape::Segmented {
-                            case: structure.case,
-                            segments,
-                        },
-                    },
-                    params: p,
-                    rmse_pct,
-                },
-                loo_rmse_pct,
             })
+    }
+
+    /// Among `candidates`, by leave-one-out %RMSE then %RMSE (the first of
+    /// equals), the first whose segments can be built and, in (n, y), are
+    /// positive over the measured range.
+    fn first_admissible(&self, candidates: &[&Candidate]) -> Option<Fitted> {
+        let mut ranked: Vec<(f64, &Candidate)> = candidates
+            .iter()
+            .map(|c| (self.loo_rmse_pct(c), *c))
+            .collect();
+        ranked.sort_by(|a, b| {
+            a.0.total_cmp(&b.0)
+                .then(a.1.rmse_pct.total_cmp(&b.1.rmse_pct))
+        });
+        ranked.into_iter().find_map(|(_, c)| self.fitted(c))
+    }
+
+    /// `candidate` as a predictor: its segments, each the polynomial its fit
+    /// is on that piece; `None` when one cannot be built or, in (n, y), one
+    /// is not positive over the measured range.
+    fn fitted(&self, candidate: &Candidate) -> Option<Fitted> {
+        let structure = &candidate.structure;
+        let m = self.x.len();
+        let (x0, scale) = (self.x[0], self.x[m - 1] - self.x[0]);
+        let (ta, tb) = (self.t[structure.breaks[0]], self.t[structure.breaks[1]]);
+        let value = |v: f64| {
+            let mut basis = Vec::with_capacity(6);
+            structure.basis((v - x0) / scale, ta, tb, &mut basis);
+            basis
+                .iter()
+                .zip(&candidate.lsq.beta)
+                .map(|(b, c)| b * c)
+                .sum::<f64>()
+        };
+        let segments: Vec<Segment> = structure
+            .segments(m)
+            .into_iter()
+            .map(|(i, j, kind, degree)| local_segment(self.x[i], self.x[j], kind, degree, &value))
+            .collect::<Option<_>>()?;
+        if self.space == Space::Linear && !segments.iter().all(|s| s.minimum() > 0.0) {
+            return None;
+        }
+        Some(Fitted {
+            predictor: Predictor {
+                shape: Shape::Segmented {
+                    case: structure.case,
+                    segments,
+                },
+            },
+            params: structure.params(),
+            rmse_pct: candidate.rmse_pct,
         })
-        .collect()
+    }
 }
 
 /// The polynomial of `degree` that `value` is on [lo, hi], as coefficients of
