@@ -82,8 +82,8 @@ pub fn fit(history: &History, space: Space, allowed: f64) -> Option<Fitted> {
     if history.points.len() < 2 {
         return None;
     }
-    let space = Fits::new(history, space, Weights::Relative);
-    let candidates = space.candidates(structures(history.points.len()));
+    let fits = Fits::new(history, space, Weights::Relative);
+    let candidates = fits.candidates(structures(history.points.len()));
     let allowed = allowed + 1e-9;
     // The §2 rule: among the candidates within the allowed %RMSE, the fewest
     // parameters, then the lower leave-one-out %RMSE, then the lower %RMSE;
@@ -97,12 +97,12 @@ pub fn fit(history: &History, space: Space, allowed: f64) -> Option<Fitted> {
         .collect();
     within.sort_by_key(|c| c.structure.params());
     for group in within.chunk_by(|a, b| a.structure.params() == b.structure.params()) {
-        if let Some(found) = space.first_admissible(group) {
+        if let Some(found) = fits.first_admissible(group) {
             return Some(found);
         }
     }
     let all: Vec<&Candidate> = candidates.iter().collect();
-    space.first_admissible(&all)
+    fits.first_admissible(&all)
 }
 
 /// The least-squares line (case I alone) through `history` in (n, y), its
