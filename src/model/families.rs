@@ -17,7 +17,7 @@ use super::segmented::{self, Space};
 use super::{FitOptions, Metric, lsq};
 
 /// Node counts a curve may be asked about: validation caps requests at 10⁶.
-const HORIZON: (f64, f64) = (1.0, 1e6);
+pub const HORIZON: (f64, f64) = (1.0, 1e6);
 
 /// A kind of curve, simplest first (the order breaks exact ties).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -179,9 +179,14 @@ pub struct CandidateInfo {
     /// The largest node counts, each predicted from the counts at most 2/3
     /// of it.
     pub forward: Option<HoldoutInfo>,
+    /// How far the family's prediction at twice the largest count moves
+    /// between the leave-one-out refits: their jackknife standard error, in
+    /// % of it; null without a leave-one-out test.
+    pub spread_beyond_pct: Option<f64>,
     /// The weighted mean % error that ranks the families for a node count
-    /// inside the measured range (mostly leave-one-out) and beyond it
-    /// (mostly forward); null where the family could not be back-tested.
+    /// inside the measured range (0.8 × leave-one-out + 0.2 × forward mean
+    /// errors) and beyond it (0.25 × leave-one-out + 0.75 × forward + 0.5 ×
+    /// `spread_beyond_pct`); null where the family could not be back-tested.
     pub score_inside_pct: Option<f64>,
     pub score_beyond_pct: Option<f64>,
     /// `inside` and/or `beyond` where this family answers; empty for a
@@ -390,6 +395,7 @@ pub(super) fn candidates_info(model: &Model) -> Vec<CandidateInfo> {
                 within_allowed: c.within_allowed,
                 leave_one_out: c.leave_one_out.as_ref().map(errors),
                 forward: c.forward.as_ref().map(holdout_info),
+                spread_beyond_pct: c.spread_pct.and_then(finite_pct),
                 score_inside_pct: finite_pct(c.score[0]),
                 score_beyond_pct: finite_pct(c.score[1]),
                 chosen_for,
