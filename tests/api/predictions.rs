@@ -399,6 +399,17 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
             .iter()
             .all(|c| c["score_inside_pct"].is_number() && c["leave_one_out"]["points"] == 4)
     );
+    // The score beyond the range is the weighted back-tests plus half the
+    // spread of the leave-one-out refits at twice the largest count (each
+    // part rounded to 0.0001 points); an exact line's refits all agree.
+    let pct = |v: &Value| v.as_f64().unwrap();
+    for c in candidates {
+        let beyond = 0.25 * pct(&c["leave_one_out"]["mean_pct"])
+            + 0.75 * pct(&c["forward"]["errors"]["mean_pct"])
+            + 0.5 * pct(&c["spread_beyond_pct"]);
+        assert!((pct(&c["score_beyond_pct"]) - beyond).abs() < 1e-3, "{c:#}");
+    }
+    assert!(pct(&candidates[0]["spread_beyond_pct"]) < 1e-6);
     // The back-test names the runners-up by their scores, in the same order.
     let runners_up = backtest["runners_up"].as_array().unwrap();
     assert_eq!(runners_up.len(), candidates.len() - 1);
