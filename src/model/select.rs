@@ -504,6 +504,15 @@ mod tests {
 
     const POWERS: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
+    /// The candidate of `family` in `selection`.
+    fn candidate(selection: &Selection, family: Family) -> &Candidate {
+        selection
+            .candidates
+            .iter()
+            .find(|c| c.family == family)
+            .unwrap_or_else(|| panic!("{family:?} was not fitted"))
+    }
+
     #[test]
     fn exact_power_law_data_are_recovered_by_a_log_log_family() {
         let truth = |n: f64| 3600.0 * n.powf(-0.83);
@@ -555,11 +564,7 @@ mod tests {
         let truth = |n: f64| 1000.0 + 5000.0 / n;
         let h = sampled(truth, &POWERS);
         let selection = select(&h, &options(Metric::Tts), Noise::of(&h, 2.0));
-        let line = selection
-            .candidates
-            .iter()
-            .find(|c| c.family == Family::Line)
-            .expect("a line is always fitted");
+        let line = candidate(&selection, Family::Line);
         assert!(!line.within_allowed);
         for regime in [Regime::Inside, Regime::Beyond] {
             let winner = selection.winner(regime);
@@ -588,11 +593,7 @@ mod tests {
         // twice the largest count, so it adds nothing to its score.
         let h = sampled(|n| 3600.0 * n.powf(-0.83), &POWERS);
         let selection = select(&h, &options(Metric::Tts), Noise::of(&h, 2.0));
-        let power = selection
-            .candidates
-            .iter()
-            .find(|c| c.family == Family::PowerLaw)
-            .unwrap();
+        let power = candidate(&selection, Family::PowerLaw);
         assert!(power.spread_pct.unwrap() < 1e-9);
         // A line with one count off it: the interpolation's end slope, and
         // so its extrapolation, moves when the count before the last is
@@ -600,14 +601,10 @@ mod tests {
         let mut h = sampled(|n| 100.0 + 3.0 * n, &[4, 8, 12, 16, 20, 24, 28, 32]);
         h.points[6].mean *= 1.05;
         let selection = select(&h, &options(Metric::Apc), Noise::of(&h, 2.0));
-        let of = |family| {
-            selection
-                .candidates
-                .iter()
-                .find(|c| c.family == family)
-                .unwrap()
-        };
-        let (line, interpolation) = (of(Family::Line), of(Family::Interpolation));
+        let (line, interpolation) = (
+            candidate(&selection, Family::Line),
+            candidate(&selection, Family::Interpolation),
+        );
         assert!(interpolation.spread_pct.unwrap() > 2.0 * line.spread_pct.unwrap());
         for c in [line, interpolation] {
             let loo = c.leave_one_out.as_ref().unwrap().mean_pct;
@@ -622,11 +619,7 @@ mod tests {
     fn backtests_leave_out_interior_counts_and_predict_the_largest_forward() {
         let h = sampled(|n| 100.0 + 3.0 * n, &[4, 8, 12, 16, 20, 24, 28, 32, 36, 40]);
         let selection = select(&h, &options(Metric::Apc), Noise::of(&h, 2.0));
-        let line = selection
-            .candidates
-            .iter()
-            .find(|c| c.family == Family::Line)
-            .unwrap();
+        let line = candidate(&selection, Family::Line);
         let loo = line.leave_one_out.as_ref().unwrap();
         // Six interior counts at most.
         assert_eq!(loo.points, 6);
