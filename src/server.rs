@@ -40,27 +40,44 @@ pub async fn serve(
     }
 }
 
-/// Completes on SIGTERM or Ctrl-C (SIGINT).
-pub async fn termination_signal() {
-    let ctrl_c = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
+/// A future that completes on SIGTERM or Ctrl-C (SIGINT).
+///
+/// Both handlers are installed here, before the future is first polled: a
+/// signal that arrives between start-up and the first poll of the shutdown
+/// future (which axum polls from a task of its own, possibly after the first
+/// request is answered) would otherwise meet the default disposition and kill
+/// the process without a clean stop.
+pub fn termination_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => tracing::info!("received Ctrl-C"),
+            _ = terminate.recv() => tracing::info!("received SIGTERM"),
         }
-    };
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use nix::sys::signal::{Signal, raise};
+
+    use super::termination_signal;
+
+    /// Raised before the future is ever polled, each signal is still caught
+    /// (without the handler, the default disposition ends this test process)
+    /// and completes the future.
+    #[tokio::test]
+    async fn a_signal_before_the_first_poll_is_caught() {
+        for signal in [Signal::SIGTERM, Signal::SIGINT] {
+            let stopped = termination_signal().unwrap();
+            raise(signal).unwrap();
+            tokio::time::timeout(Duration::from_secs(10), stopped)
+                .await
+                .unwrap_or_else(|_| panic!("{signal} did not complete the future"));
         }
-    };
-    tokio::select! {
-        () = ctrl_c => tracing::info!("received Ctrl-C"),
-        () = terminate => tracing::info!("received SIGTERM"),
     }
 }

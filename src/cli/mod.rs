@@ -92,6 +92,9 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
     if let Some(cluster) = &db.cluster {
         bootstrap_admin_token(&db.pool, &cluster.layout().admin_token_file).await?;
     }
+    // Catch SIGTERM and Ctrl-C from before the first request is answered.
+    // Until here they keep their default and end a start-up at once.
+    let terminated = server::termination_signal().context("listening for SIGTERM and Ctrl-C")?;
     tracing::info!(address = %listener.local_addr()?, "Joulecast is listening");
 
     let state = http::AppState::new(db.pool.clone(), args.settings());
@@ -112,7 +115,7 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
                 }
             };
             tokio::select! {
-                () = server::termination_signal() => {}
+                () = terminated => {}
                 () = died => {
                     tracing::error!("the embedded PostgreSQL exited unexpectedly; stopping");
                     database_died.store(true, Ordering::SeqCst);
