@@ -1,43 +1,68 @@
-//! Serving HTTP until a shutdown signal, with a bounded drain.
+//! Serving HTTP until a shutdown signal, with a bounded drain, and with a
+//! bound on how long a connection may take to send a request's headers.
 
 use std::future::Future;
+use std::pin::pin;
 use std::time::Duration;
 
 use axum::Router;
+use axum::serve::Listener;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 
 /// Serve `router` on `listener` until `shutdown` completes; then stop accepting
 /// connections and give in-flight requests up to `drain` to finish.
+///
+/// A connection must send each request's headers within `header_timeout` of
+/// being opened or of its previous answer, or it is closed: a client that
+/// opens connections and sends nothing, or a header a byte at a time
+/// (slowloris), cannot hold them, and their file descriptors, for ever.
+/// (axum's own `serve` sets no timer, so hyper applies no such limit.)
 pub async fn serve(
-    listener: TcpListener,
+    mut listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain: Duration,
+    header_timeout: Duration,
 ) -> std::io::Result<()> {
-    let draining = std::sync::Arc::new(Notify::new());
-    let signal = {
-        let draining = draining.clone();
-        async move {
-            shutdown.await;
-            tracing::info!(
-                drain_s = drain.as_secs(),
-                "shutting down: draining requests"
-            );
-            draining.notify_one();
-        }
-    };
-    let server = axum::serve(listener, router).with_graceful_shutdown(signal);
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let connections = GracefulShutdown::new();
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            // Accept errors (too many open files, a connection reset before
+            // it was accepted) are logged and retried by axum's `Listener`.
+            accepted = Listener::accept(&mut listener) => accepted,
+            () = &mut shutdown => break,
+        };
+        let connection = http.serve_connection(
+            TokioIo::new(stream),
+            TowerToHyperService::new(router.clone()),
+        );
+        let connection = connections.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection closed with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!(
+        drain_s = drain.as_secs(),
+        "shutting down: draining requests"
+    );
     tokio::select! {
-        result = server => result,
-        () = async {
-            draining.notified().await;
-            tokio::time::sleep(drain).await;
-        } => {
+        () = connections.shutdown() => {}
+        () = tokio::time::sleep(drain) => {
             tracing::warn!("drain time-out: closing the remaining connections");
-            Ok(())
         }
     }
+    Ok(())
 }
 
 /// A future that completes on SIGTERM or Ctrl-C (SIGINT).
@@ -61,11 +86,91 @@ pub fn termination_signal() -> std::io::Result<impl Future<Output = ()> + Send +
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
+    use axum::Router;
+    use axum::routing::get;
     use nix::sys::signal::{Signal, raise};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
 
-    use super::termination_signal;
+    use super::{serve, termination_signal};
+
+    /// How long until the server closes `stream` (reading and discarding what
+    /// it sends), or `None` if it is still open after 20 s.
+    async fn closed_after(stream: &mut TcpStream) -> Option<Duration> {
+        let start = Instant::now();
+        let mut buffer = [0u8; 1024];
+        let closed = async {
+            loop {
+                match stream.read(&mut buffer).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), closed)
+            .await
+            .ok()
+            .map(|()| start.elapsed())
+    }
+
+    /// Connections that send no request, half a request's headers, or nothing
+    /// after an answer are closed once the header time-out has passed; one
+    /// that sends a whole request is answered first. (Draining requests in
+    /// flight on shutdown is tested on the binary, in tests/api/embedded.rs.)
+    #[tokio::test]
+    async fn connections_that_send_no_headers_are_closed_after_the_time_out() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = Router::new().route("/", get(|| async { "ok" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(
+            listener,
+            router,
+            async {
+                let _ = stopped.await;
+            },
+            Duration::from_secs(5),
+            Duration::from_secs(1),
+        ));
+
+        let mut silent = TcpStream::connect(address).await.unwrap();
+        let mut partial = TcpStream::connect(address).await.unwrap();
+        partial
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+        let mut kept_alive = TcpStream::connect(address).await.unwrap();
+        kept_alive
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = [0u8; 256];
+        let read = kept_alive.read(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer[..read]).into_owned();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("ok"), "{answer}");
+
+        for (what, stream) in [
+            ("a silent connection", &mut silent),
+            ("half a request's headers", &mut partial),
+            ("an idle kept-alive connection", &mut kept_alive),
+        ] {
+            let after = closed_after(stream).await;
+            assert!(
+                after.is_some_and(|a| a < Duration::from_secs(5)),
+                "{what} was still open after {after:?}"
+            );
+        }
+
+        stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), server)
+            .await
+            .expect("the server stopped")
+            .unwrap()
+            .unwrap();
+    }
 
     /// Raised before the future is ever polled, each signal is still caught
     /// (without the handler, the default disposition ends this test process)

@@ -187,6 +187,17 @@ pub struct ServeArgs {
     #[arg(long, env = "JOULECAST_SHUTDOWN_TIMEOUT_S", default_value_t = 10)]
     pub shutdown_timeout_s: u64,
 
+    /// How long a connection may take to send a request's headers, counted
+    /// from its opening or its previous answer, in seconds (1 to 86,400); then
+    /// it is closed. This bounds idle keep-alive connections too.
+    #[arg(
+        long,
+        env = "JOULECAST_HEADER_TIMEOUT_S",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub header_timeout_s: u64,
+
     /// How long API tokens and application rows are kept in memory, in
     /// seconds (0: not at all). Changes reach every replica at once through
     /// PostgreSQL notifications; this bounds the delay if one is lost.

@@ -128,6 +128,7 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
         router,
         shutdown,
         Duration::from_secs(args.shutdown_timeout_s),
+        Duration::from_secs(args.header_timeout_s),
     )
     .await;
     notifications.abort();
