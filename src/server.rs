@@ -65,6 +65,32 @@ pub async fn serve(
     Ok(())
 }
 
+/// Raise the soft limit on open files to the hard limit, as Go's runtime
+/// does: every connection holds a descriptor, and a soft limit of 1,024 (the
+/// default under systemd) is reached by a burst of clients, after which no
+/// connection is accepted until some close. Returns the soft limit in force.
+pub fn raise_open_file_limit() -> Option<u64> {
+    const NR_OPEN_DEFAULT: u64 = 1 << 20;
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    // An unlimited hard limit cannot be the soft one: Linux caps descriptors
+    // at fs.nr_open, by default 2^20.
+    let target = hard.min(NR_OPEN_DEFAULT);
+    if soft >= target {
+        return Some(soft);
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
+        Ok(()) => {
+            tracing::debug!(from = soft, to = target, "raised the open-file limit");
+            Some(target)
+        }
+        Err(error) => {
+            tracing::warn!(%error, soft, hard, "cannot raise the open-file limit");
+            Some(soft)
+        }
+    }
+}
+
 /// A future that completes on SIGTERM or Ctrl-C (SIGINT).
 ///
 /// Both handlers are installed here, before the future is first polled: a
@@ -94,7 +120,7 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
 
-    use super::{serve, termination_signal};
+    use super::{raise_open_file_limit, serve, termination_signal};
 
     /// How long until the server closes `stream` (reading and discarding what
     /// it sends), or `None` if it is still open after 20 s.
@@ -170,6 +196,18 @@ mod tests {
             .expect("the server stopped")
             .unwrap()
             .unwrap();
+    }
+
+    /// A soft limit below the hard one is raised to it (or to 2^20 if the
+    /// hard limit is higher).
+    #[test]
+    fn the_open_file_limit_is_raised_to_the_hard_limit() {
+        use nix::sys::resource::{Resource, getrlimit, setrlimit};
+        let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+        let target = hard.min(1 << 20);
+        setrlimit(Resource::RLIMIT_NOFILE, target.min(4096) / 2, hard).unwrap();
+        assert_eq!(raise_open_file_limit(), Some(target));
+        assert_eq!(getrlimit(Resource::RLIMIT_NOFILE).unwrap(), (target, hard));
     }
 
     /// Raised before the future is ever polled, each signal is still caught

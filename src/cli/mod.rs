@@ -81,6 +81,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     telemetry::init_metrics();
+    server::raise_open_file_limit();
     // Claim the address first: a port in use fails at once, before any database work.
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
