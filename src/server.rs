@@ -27,7 +27,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     drain: Duration,
     header_timeout: Duration,
-) -> std::io::Result<()> {
+) {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(header_timeout);
@@ -62,7 +62,6 @@ pub async fn serve(
             tracing::warn!("drain time-out: closing the remaining connections");
         }
     }
-    Ok(())
 }
 
 /// Raise the soft limit on open files to the hard limit, as Go's runtime
@@ -93,11 +92,11 @@ pub fn raise_open_file_limit() -> Option<u64> {
 
 /// A future that completes on SIGTERM or Ctrl-C (SIGINT).
 ///
-/// Both handlers are installed here, before the future is first polled: a
-/// signal that arrives between start-up and the first poll of the shutdown
-/// future (which axum polls from a task of its own, possibly after the first
-/// request is answered) would otherwise meet the default disposition and kill
-/// the process without a clean stop.
+/// Both handlers are installed here, when it is made, not when the future is
+/// first polled: a signal that arrived in between would meet the default
+/// disposition and kill the process without a clean stop. (With axum's
+/// `serve`, which polled the shutdown future from a task of its own, that
+/// window could outlast the first answer.)
 pub fn termination_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut interrupt = signal(SignalKind::interrupt())?;
@@ -194,7 +193,6 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(10), server)
             .await
             .expect("the server stopped")
-            .unwrap()
             .unwrap();
     }
 

@@ -124,7 +124,7 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
             }
         }
     };
-    let served = server::serve(
+    server::serve(
         listener,
         router,
         shutdown,
@@ -134,7 +134,6 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
     .await;
     notifications.abort();
     db.close().await;
-    served.context("serving HTTP")?;
     tracing::info!("stopped");
     Ok(if database_died.load(Ordering::SeqCst) {
         ExitCode::FAILURE
