@@ -13,6 +13,9 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
+/// The header time-out `serve` is given by default (`--header-timeout-s`).
+pub const DEFAULT_HEADER_TIMEOUT_S: u64 = 30;
+
 /// Serve `router` on `listener` until `shutdown` completes; then stop accepting
 /// connections and give in-flight requests up to `drain` to finish.
 ///

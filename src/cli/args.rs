@@ -193,7 +193,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "JOULECAST_HEADER_TIMEOUT_S",
-        default_value_t = 30,
+        default_value_t = crate::server::DEFAULT_HEADER_TIMEOUT_S,
         value_parser = clap::value_parser!(u64).range(1..=86_400)
     )]
     pub header_timeout_s: u64,

@@ -334,12 +334,20 @@ pub fn run(app: &str, job_id: &str, nodes: i64) -> Value {
 }
 
 impl TestApp {
-    /// Serve the router on a loopback port, for clients in other processes;
-    /// the server stops with the test's runtime. Returns its base URL.
+    /// Serve the router on a loopback port, for clients in other processes,
+    /// through the service's own serving loop (with its default header
+    /// time-out); the server stops with the test's runtime. Returns its base
+    /// URL.
     pub async fn serve(&self) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(axum::serve(listener, self.router.clone()).into_future());
+        tokio::spawn(joulecast::server::serve(
+            listener,
+            self.router.clone(),
+            std::future::pending(),
+            std::time::Duration::ZERO,
+            std::time::Duration::from_secs(joulecast::server::DEFAULT_HEADER_TIMEOUT_S),
+        ));
         url
     }
 }
