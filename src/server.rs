@@ -1,69 +1,326 @@
 //! Serving HTTP until a shutdown signal, with a bounded drain, and with a
 //! bound on how long a connection may take to send a request's headers.
 
+use std::collections::HashMap;
+use std::convert::Infallible;
 use std::future::Future;
-use std::pin::pin;
-use std::time::Duration;
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::extract::Request;
 use axum::serve::Listener;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use metrics::Gauge;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tower::ServiceExt;
 
 /// The header time-out `serve` is given by default (`--header-timeout-s`).
 pub const DEFAULT_HEADER_TIMEOUT_S: u64 = 30;
+/// The most connections `serve` holds open by default (`--max-connections`).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// How often, at most, reaching the connection limit is logged.
+const LIMIT_LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// How `serve` bounds its clients.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// How long in-flight requests may take to finish once `shutdown`
+    /// completes.
+    pub drain: Duration,
+    /// How long a connection may take to send a request's headers, from its
+    /// opening or its previous answer.
+    pub header_timeout: Duration,
+    /// The most connections open at once (at least 1).
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            drain: Duration::ZERO,
+            header_timeout: Duration::from_secs(DEFAULT_HEADER_TIMEOUT_S),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
 
 /// Serve `router` on `listener` until `shutdown` completes; then stop accepting
-/// connections and give in-flight requests up to `drain` to finish.
+/// connections and give in-flight requests up to `limits.drain` to finish.
 ///
-/// A connection must send each request's headers within `header_timeout` of
-/// being opened or of its previous answer, or it is closed: a client that
-/// opens connections and sends nothing, or a header a byte at a time
-/// (slowloris), cannot hold them, and their file descriptors, for ever.
-/// (axum's own `serve` sets no timer, so hyper applies no such limit.)
+/// A connection must send each request's headers within
+/// `limits.header_timeout` of being opened or of its previous answer, or it
+/// is closed: a client that opens connections and sends nothing, or a header
+/// a byte at a time (slowloris), cannot hold them, and their file
+/// descriptors, for ever. (axum's own `serve` sets no timer, so hyper applies
+/// no such limit.)
+///
+/// At most `limits.max_connections` are open at once. Each costs the
+/// service some 10 to 20 KiB, so a flood of clients holds memory in
+/// proportion to the limit, not to the open-file limit (which
+/// `raise_open_file_limit` sets high). A connection accepted at the limit
+/// takes the place of the one idle longest (waiting for a request, not
+/// answering one): that one is closed, so that clients with questions are
+/// still answered while idle connections fill the limit. Only when every
+/// connection has a request in flight does a new one wait for one to close.
 pub async fn serve(
     mut listener: TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    drain: Duration,
-    header_timeout: Duration,
+    limits: Limits,
 ) {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
-    let connections = GracefulShutdown::new();
+        .header_read_timeout(limits.header_timeout);
+    let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let open = Arc::new(Open::new(max));
+    let (stop, stopping) = watch::channel(false);
+    let mut last_logged: Option<Instant> = None;
     let mut shutdown = pin!(shutdown);
-    loop {
+    'accept: loop {
         let (stream, _) = tokio::select! {
             // Accept errors (too many open files, a connection reset before
             // it was accepted) are logged and retried by axum's `Listener`.
             accepted = Listener::accept(&mut listener) => accepted,
             () = &mut shutdown => break,
         };
-        let connection = http.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(router.clone()),
-        );
-        let connection = connections.watch(connection);
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%error, "connection closed with an error");
+        let permit = match open.permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                if last_logged.is_none_or(|at| at.elapsed() >= LIMIT_LOG_EVERY) {
+                    tracing::warn!(
+                        max_connections = max,
+                        "connection limit reached: closing the connections idle longest"
+                    );
+                    last_logged = Some(Instant::now());
+                }
+                // Until a place is free: ask the connection idle longest to
+                // close, again whenever none was idle or it is slow to go.
+                let mut retry = tokio::time::interval(EVICTION_RETRY);
+                loop {
+                    tokio::select! {
+                        permit = open.permits.clone().acquire_owned() => match permit {
+                            Ok(permit) => break permit,
+                            // The semaphore is never closed.
+                            Err(_) => break 'accept,
+                        },
+                        _ = retry.tick() => open.evict_idlest(),
+                        () = &mut shutdown => break 'accept,
+                    }
+                }
             }
+        };
+        let tracked = open.register(permit);
+        let service = Counted {
+            router: router.clone(),
+            tracked: tracked.clone(),
+        };
+        let connection = http.serve_connection(TokioIo::new(stream), service);
+        let (open, stopping) = (open.clone(), stopping.clone());
+        tokio::spawn(async move {
+            run_connection(connection, &tracked, stopping).await;
+            open.unregister(&tracked);
         });
     }
     drop(listener);
     tracing::info!(
-        drain_s = drain.as_secs(),
+        drain_s = limits.drain.as_secs(),
         "shutting down: draining requests"
     );
+    stop.send_replace(true);
+    // Every connection holds a permit until it closes.
+    let all = u32::try_from(max).unwrap_or(u32::MAX);
     tokio::select! {
-        () = connections.shutdown() => {}
-        () = tokio::time::sleep(drain) => {
+        _ = open.permits.acquire_many(all) => {}
+        () = tokio::time::sleep(limits.drain) => {
             tracing::warn!("drain time-out: closing the remaining connections");
         }
+    }
+}
+
+/// How often, at the limit, another connection is asked to close while no
+/// place has come free.
+const EVICTION_RETRY: Duration = Duration::from_millis(100);
+/// How long an evicted connection that has no request in flight is given to
+/// close by itself (finishing an answer it is writing) before it is dropped.
+const EVICTION_GRACE: Duration = Duration::from_millis(200);
+
+type Connection = http1::Connection<TokioIo<TcpStream>, Counted>;
+
+/// Drive one connection to its end: closing it gracefully on shutdown, and
+/// on eviction closing it at once if idle, after its answer if it has a
+/// request in flight, or after `EVICTION_GRACE` if it is still sending one.
+async fn run_connection(
+    connection: Connection,
+    tracked: &Tracked,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let mut connection = pin!(connection);
+    let mut closing = false;
+    let result = loop {
+        tokio::select! {
+            result = connection.as_mut() => break result,
+            () = tracked.evict.notified(), if !closing => {
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+                match tokio::time::timeout(EVICTION_GRACE, connection.as_mut()).await {
+                    Ok(result) => break result,
+                    // Headers not yet complete (hyper closes a connection
+                    // gracefully only between requests): drop it.
+                    Err(_) if tracked.in_flight.load(Ordering::Acquire) == 0 => return,
+                    Err(_) => {}
+                }
+            }
+            // A closed channel (the server gone) stops too.
+            () = async { drop(stopping.wait_for(|stop| *stop).await) }, if !closing => {
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+        }
+    };
+    if let Err(error) = result {
+        tracing::debug!(%error, "connection closed with an error");
+    }
+}
+
+/// The open connections: the limit's permits, and each connection's
+/// activity, from which the one idle longest is chosen at the limit.
+struct Open {
+    permits: Arc<Semaphore>,
+    connections: Mutex<HashMap<u64, Arc<Tracked>>>,
+    next_id: AtomicU64,
+    epoch: Instant,
+    gauge: Gauge,
+}
+
+impl Open {
+    fn new(max: usize) -> Self {
+        crate::telemetry::gauge("http_connections_max").set(max as f64);
+        Open {
+            permits: Arc::new(Semaphore::new(max)),
+            connections: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            epoch: Instant::now(),
+            gauge: crate::telemetry::gauge("http_connections_open"),
+        }
+    }
+
+    fn connections(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Tracked>>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn register(&self, permit: OwnedSemaphorePermit) -> Arc<Tracked> {
+        let tracked = Arc::new(Tracked {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            epoch: self.epoch,
+            last_active_ms: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            evicting: AtomicBool::new(false),
+            evict: Notify::new(),
+            gauge: self.gauge.clone(),
+            _permit: permit,
+        });
+        tracked.touch();
+        self.gauge.increment(1.0);
+        self.connections().insert(tracked.id, tracked.clone());
+        tracked
+    }
+
+    fn unregister(&self, tracked: &Tracked) {
+        self.connections().remove(&tracked.id);
+    }
+
+    /// Ask the connection idle longest, of those with no request in flight,
+    /// to close; none if every connection is answering.
+    fn evict_idlest(&self) {
+        let connections = self.connections();
+        let idlest = connections
+            .values()
+            .filter(|t| {
+                t.in_flight.load(Ordering::Acquire) == 0 && !t.evicting.load(Ordering::Relaxed)
+            })
+            .min_by_key(|t| t.last_active_ms.load(Ordering::Relaxed));
+        if let Some(tracked) = idlest {
+            tracked.evicting.store(true, Ordering::Relaxed);
+            tracked.evict.notify_one();
+        }
+    }
+}
+
+/// One open connection: counted in `http_connections_open`, holding one of
+/// the limit's permits, until the last reference is dropped.
+struct Tracked {
+    id: u64,
+    epoch: Instant,
+    /// When a request last began (or the connection opened), in ms since
+    /// `epoch`.
+    last_active_ms: AtomicU64,
+    /// Requests handed to the router and not yet answered.
+    in_flight: AtomicUsize,
+    evicting: AtomicBool,
+    evict: Notify,
+    gauge: Gauge,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Tracked {
+    fn touch(&self) {
+        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_active_ms.store(ms, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.gauge.decrement(1.0);
+    }
+}
+
+/// The router as hyper calls it, counting each connection's requests in
+/// flight and when the last began.
+#[derive(Clone)]
+struct Counted {
+    router: Router,
+    tracked: Arc<Tracked>,
+}
+
+impl hyper::service::Service<Request<Incoming>> for Counted {
+    type Response = axum::response::Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        let busy = InFlight::new(self.tracked.clone());
+        let answer = self.router.clone().oneshot(request);
+        Box::pin(async move {
+            let answer = answer.await;
+            drop(busy);
+            answer
+        })
+    }
+}
+
+/// One request in flight on a connection, until dropped.
+struct InFlight(Arc<Tracked>);
+
+impl InFlight {
+    fn new(tracked: Arc<Tracked>) -> Self {
+        tracked.in_flight.fetch_add(1, Ordering::AcqRel);
+        tracked.touch();
+        InFlight(tracked)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -122,7 +379,11 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
 
-    use super::{raise_open_file_limit, serve, termination_signal};
+    use std::sync::Arc;
+
+    use tokio::sync::Notify;
+
+    use super::{Limits, raise_open_file_limit, serve, termination_signal};
 
     /// How long until the server closes `stream` (reading and discarding what
     /// it sends), or `None` if it is still open after 20 s.
@@ -159,8 +420,11 @@ mod tests {
             async {
                 let _ = stopped.await;
             },
-            Duration::from_secs(5),
-            Duration::from_secs(1),
+            Limits {
+                drain: Duration::from_secs(5),
+                header_timeout: Duration::from_secs(1),
+                ..Limits::default()
+            },
         ));
 
         let mut silent = TcpStream::connect(address).await.unwrap();
@@ -197,6 +461,105 @@ mod tests {
             .await
             .expect("the server stopped")
             .unwrap();
+    }
+
+    /// Send `request` on `stream` and read one answer (the test answers are
+    /// short: one read).
+    async fn ask(stream: &mut TcpStream, path: &str) -> String {
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = [0u8; 256];
+        let read = stream.read(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer[..read]).into_owned()
+    }
+
+    /// A server with at most `max` connections: `/` answers at once,
+    /// `/slow` once `release` is notified.
+    async fn limited(max: usize, release: Arc<Notify>) -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = Router::new().route("/", get(|| async { "ok" })).route(
+            "/slow",
+            get(move || async move {
+                release.notified().await;
+                "done"
+            }),
+        );
+        let limits = Limits {
+            max_connections: max,
+            ..Limits::default()
+        };
+        tokio::spawn(serve(listener, router, std::future::pending(), limits));
+        address
+    }
+
+    /// At the limit, a new connection takes the place of the one idle
+    /// longest: first a kept-alive one that was answered, then one still
+    /// sending its headers.
+    #[tokio::test]
+    async fn at_the_connection_limit_the_connection_idle_longest_gives_way() {
+        let address = limited(2, Arc::new(Notify::new())).await;
+        let mut answered = TcpStream::connect(address).await.unwrap();
+        assert!(ask(&mut answered, "/").await.ends_with("ok"));
+        let mut partial = TcpStream::connect(address).await.unwrap();
+        partial
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .unwrap();
+
+        let mut third = TcpStream::connect(address).await.unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(5), ask(&mut third, "/"))
+            .await
+            .expect("the third connection was answered at the limit");
+        assert!(answer.ends_with("ok"), "{answer}");
+        let closed = closed_after(&mut answered).await;
+        assert!(closed.is_some(), "the connection idle longest stayed open");
+
+        let mut fourth = TcpStream::connect(address).await.unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(5), ask(&mut fourth, "/"))
+            .await
+            .expect("the fourth connection was answered at the limit");
+        assert!(answer.ends_with("ok"), "{answer}");
+        let closed = closed_after(&mut partial).await;
+        assert!(
+            closed.is_some_and(|c| c < Duration::from_secs(5)),
+            "the connection sending its headers stayed open: {closed:?}"
+        );
+    }
+
+    /// At the limit with every connection answering, a new connection waits;
+    /// the answer in flight is sent whole, then the new one is served.
+    #[tokio::test]
+    async fn at_the_connection_limit_answers_in_flight_finish_first() {
+        let release = Arc::new(Notify::new());
+        let address = limited(1, release.clone()).await;
+        let mut busy = TcpStream::connect(address).await.unwrap();
+        busy.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        // Let the request reach the handler.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+
+        let mut waiting = TcpStream::connect(address).await.unwrap();
+        let pending = ask(&mut waiting, "/");
+        tokio::pin!(pending);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), &mut pending)
+                .await
+                .is_err(),
+            "a connection was served beyond the limit"
+        );
+
+        release.notify_one();
+        let mut answer = [0u8; 256];
+        let read = busy.read(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer[..read]);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("done"), "{answer}");
+        let answer = tokio::time::timeout(Duration::from_secs(5), pending)
+            .await
+            .expect("the waiting connection was served once the other was idle");
+        assert!(answer.ends_with("ok"), "{answer}");
     }
 
     /// A soft limit below the hard one is raised to it (or to 2^20 if the

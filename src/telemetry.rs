@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use metrics::{Counter, Histogram};
+use metrics::{Counter, Gauge, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
@@ -84,6 +84,12 @@ pub fn counter(name: &'static str, labels: &[(&'static str, &'static str)]) -> C
 pub fn histogram(name: &'static str, labels: &[(&'static str, &'static str)]) -> Histogram {
     ensure_recorder();
     metrics::histogram!(name, static_labels(labels))
+}
+
+/// The gauge `name` (no labels), after the recorder is installed.
+pub fn gauge(name: &'static str) -> Gauge {
+    ensure_recorder();
+    metrics::gauge!(name)
 }
 
 fn static_labels(labels: &[(&'static str, &'static str)]) -> Vec<metrics::Label> {

@@ -198,6 +198,17 @@ pub struct ServeArgs {
     )]
     pub header_timeout_s: u64,
 
+    /// The most client connections open at once (1 to 1,000,000); at the
+    /// limit no connection is accepted until one closes. Each costs some 10
+    /// to 20 KiB of memory.
+    #[arg(
+        long,
+        env = "JOULECAST_MAX_CONNECTIONS",
+        default_value_t = crate::server::DEFAULT_MAX_CONNECTIONS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000)
+    )]
+    pub max_connections: usize,
+
     /// How long API tokens and application rows are kept in memory, in
     /// seconds (0: not at all). Changes reach every replica at once through
     /// PostgreSQL notifications; this bounds the delay if one is lost.

@@ -128,8 +128,11 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
         listener,
         router,
         shutdown,
-        Duration::from_secs(args.shutdown_timeout_s),
-        Duration::from_secs(args.header_timeout_s),
+        server::Limits {
+            drain: Duration::from_secs(args.shutdown_timeout_s),
+            header_timeout: Duration::from_secs(args.header_timeout_s),
+            max_connections: args.max_connections,
+        },
     )
     .await;
     notifications.abort();

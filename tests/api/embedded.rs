@@ -387,6 +387,7 @@ fn help_documents_every_setting_and_its_environment_variable() {
         "JOULECAST_MAX_BODY_BYTES",
         "JOULECAST_SHUTDOWN_TIMEOUT_S",
         "JOULECAST_HEADER_TIMEOUT_S",
+        "JOULECAST_MAX_CONNECTIONS",
         "JOULECAST_DB_MAX_CONNECTIONS",
         "JOULECAST_LOG",
         "JOULECAST_LOG_FORMAT",

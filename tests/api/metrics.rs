@@ -129,3 +129,40 @@ async fn metrics_count_decisions_predictions_fits_and_lookups() {
     assert!(pool("in_use") + pool("idle") >= 1.0);
     assert!(pool("in_use") + pool("idle") <= after["db_pool_max_connections"]);
 }
+
+/// The client connections served over HTTP are counted, beside their limit
+/// (`--max-connections`). The recorder is the process's, so other tests'
+/// servers may add to the count: it is checked to be at least ours.
+#[tokio::test]
+async fn open_connections_are_counted_beside_their_limit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    let app = TestApp::new().await;
+    let url = app.serve().await;
+    let address = url.trim_start_matches("http://");
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(TcpStream::connect(address).await.unwrap());
+    }
+    // Accepted in the order they were opened: the three idle ones before it.
+    let mut scrape = TcpStream::connect(address).await.unwrap();
+    scrape
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    scrape.read_to_string(&mut text).await.unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    assert!(value("http_connections_open") >= 4.0, "{text}");
+    assert_eq!(
+        value("http_connections_max"),
+        joulecast::server::DEFAULT_MAX_CONNECTIONS as f64
+    );
+    drop(idle);
+}

@@ -336,7 +336,7 @@ pub fn run(app: &str, job_id: &str, nodes: i64) -> Value {
 impl TestApp {
     /// Serve the router on a loopback port, for clients in other processes,
     /// through the service's own serving loop (with its default header
-    /// time-out); the server stops with the test's runtime. Returns its base
+    /// time-out and connection limit); the server stops with the test's runtime. Returns its base
     /// URL.
     pub async fn serve(&self) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -345,8 +345,7 @@ impl TestApp {
             listener,
             self.router.clone(),
             std::future::pending(),
-            std::time::Duration::ZERO,
-            std::time::Duration::from_secs(joulecast::server::DEFAULT_HEADER_TIMEOUT_S),
+            joulecast::server::Limits::default(),
         ));
         url
     }
