@@ -153,8 +153,9 @@ const EVICTION_GRACE: Duration = Duration::from_millis(200);
 type Connection = http1::Connection<TokioIo<TcpStream>, Counted>;
 
 /// Drive one connection to its end: closing it gracefully on shutdown, and
-/// on eviction closing it at once if idle, after its answer if it has a
-/// request in flight, or after `EVICTION_GRACE` if it is still sending one.
+/// on eviction closing it at once if idle or if it never sent a whole
+/// request, after its answer if it has a request in flight, or after
+/// `EVICTION_GRACE` if it is sending another request's headers.
 async fn run_connection(
     connection: Connection,
     tracked: &Tracked,
@@ -166,6 +167,11 @@ async fn run_connection(
         tokio::select! {
             result = connection.as_mut() => break result,
             () = tracked.evict.notified(), if !closing => {
+                // Silent, or still sending its first request's headers:
+                // nothing to finish.
+                if !tracked.requested.load(Ordering::Acquire) {
+                    return;
+                }
                 connection.as_mut().graceful_shutdown();
                 closing = true;
                 match tokio::time::timeout(EVICTION_GRACE, connection.as_mut()).await {
@@ -220,8 +226,9 @@ impl Open {
         let tracked = Arc::new(Tracked {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             epoch: self.epoch,
-            last_active_ms: AtomicU64::new(0),
+            last_active_us: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
+            requested: AtomicBool::new(false),
             evicting: AtomicBool::new(false),
             evict: Notify::new(),
             gauge: self.gauge.clone(),
@@ -246,7 +253,8 @@ impl Open {
             .filter(|t| {
                 t.in_flight.load(Ordering::Acquire) == 0 && !t.evicting.load(Ordering::Relaxed)
             })
-            .min_by_key(|t| t.last_active_ms.load(Ordering::Relaxed));
+            // The older connection first among equals.
+            .min_by_key(|t| (t.last_active_us.load(Ordering::Relaxed), t.id));
         if let Some(tracked) = idlest {
             tracked.evicting.store(true, Ordering::Relaxed);
             tracked.evict.notify_one();
@@ -259,11 +267,13 @@ impl Open {
 struct Tracked {
     id: u64,
     epoch: Instant,
-    /// When a request last began (or the connection opened), in ms since
+    /// When a request last began (or the connection opened), in µs since
     /// `epoch`.
-    last_active_ms: AtomicU64,
+    last_active_us: AtomicU64,
     /// Requests handed to the router and not yet answered.
     in_flight: AtomicUsize,
+    /// Whether any request has been handed to the router.
+    requested: AtomicBool,
     evicting: AtomicBool,
     evict: Notify,
     gauge: Gauge,
@@ -272,8 +282,8 @@ struct Tracked {
 
 impl Tracked {
     fn touch(&self) {
-        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_active_ms.store(ms, Ordering::Relaxed);
+        let us = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.last_active_us.store(us, Ordering::Relaxed);
     }
 }
 
@@ -313,6 +323,7 @@ struct InFlight(Arc<Tracked>);
 impl InFlight {
     fn new(tracked: Arc<Tracked>) -> Self {
         tracked.in_flight.fetch_add(1, Ordering::AcqRel);
+        tracked.requested.store(true, Ordering::Release);
         tracked.touch();
         InFlight(tracked)
     }
@@ -494,18 +505,19 @@ mod tests {
     }
 
     /// At the limit, a new connection takes the place of the one idle
-    /// longest: first a kept-alive one that was answered, then one still
-    /// sending its headers.
+    /// longest: first one that was answered and is sending half of another
+    /// request, then a silent one.
     #[tokio::test]
     async fn at_the_connection_limit_the_connection_idle_longest_gives_way() {
         let address = limited(2, Arc::new(Notify::new())).await;
+        // Answered once, then sending half of a second request.
         let mut answered = TcpStream::connect(address).await.unwrap();
         assert!(ask(&mut answered, "/").await.ends_with("ok"));
-        let mut partial = TcpStream::connect(address).await.unwrap();
-        partial
+        answered
             .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
             .await
             .unwrap();
+        let mut silent = TcpStream::connect(address).await.unwrap();
 
         let mut third = TcpStream::connect(address).await.unwrap();
         let answer = tokio::time::timeout(Duration::from_secs(5), ask(&mut third, "/"))
@@ -513,17 +525,20 @@ mod tests {
             .expect("the third connection was answered at the limit");
         assert!(answer.ends_with("ok"), "{answer}");
         let closed = closed_after(&mut answered).await;
-        assert!(closed.is_some(), "the connection idle longest stayed open");
+        assert!(
+            closed.is_some_and(|c| c < Duration::from_secs(5)),
+            "the connection idle longest stayed open: {closed:?}"
+        );
 
         let mut fourth = TcpStream::connect(address).await.unwrap();
         let answer = tokio::time::timeout(Duration::from_secs(5), ask(&mut fourth, "/"))
             .await
             .expect("the fourth connection was answered at the limit");
         assert!(answer.ends_with("ok"), "{answer}");
-        let closed = closed_after(&mut partial).await;
+        let closed = closed_after(&mut silent).await;
         assert!(
             closed.is_some_and(|c| c < Duration::from_secs(5)),
-            "the connection sending its headers stayed open: {closed:?}"
+            "the silent connection stayed open: {closed:?}"
         );
     }
 
