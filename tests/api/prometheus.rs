@@ -169,7 +169,7 @@ fn a_real_prometheus_scrapes_the_service_and_every_panel_has_data() {
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert: "))
         .collect();
-    assert_eq!(alerts.len(), 10, "{alerts:?}");
+    assert_eq!(alerts.len(), 11, "{alerts:?}");
     for alert in alerts {
         assert!(
             tests.contains(&format!("alertname: {alert}\n")),
