@@ -322,7 +322,7 @@ fn a_real_prometheus_scrapes_the_service_and_every_panel_has_data() {
             names.push(rule["name"].as_str().unwrap().to_owned());
         }
     }
-    assert_eq!(names.len(), 12, "{names:?}");
+    assert_eq!(names.len(), 13, "{names:?}");
     prometheus.wait_for("the alerts", || {
         let alerts = prometheus.api("alerts");
         let state = |name: &str| {
