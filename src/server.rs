@@ -77,7 +77,10 @@ pub async fn serve(
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
-    let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    // At most u32::MAX, so that the drain can wait for every permit at once.
+    let max = limits
+        .max_connections
+        .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
     let open = Arc::new(Open::new(max));
     let (stop, stopping) = watch::channel(false);
     let mut last_logged: Option<Instant> = None;
