@@ -522,27 +522,24 @@ mod tests {
             .unwrap();
         let mut silent = TcpStream::connect(address).await.unwrap();
 
-        let mut third = TcpStream::connect(address).await.unwrap();
-        let answer = tokio::time::timeout(Duration::from_secs(5), ask(&mut third, "/"))
-            .await
-            .expect("the third connection was answered at the limit");
-        assert!(answer.ends_with("ok"), "{answer}");
-        let closed = closed_after(&mut answered).await;
-        assert!(
-            closed.is_some_and(|c| c < Duration::from_secs(5)),
-            "the connection idle longest stayed open: {closed:?}"
-        );
-
-        let mut fourth = TcpStream::connect(address).await.unwrap();
-        let answer = tokio::time::timeout(Duration::from_secs(5), ask(&mut fourth, "/"))
-            .await
-            .expect("the fourth connection was answered at the limit");
-        assert!(answer.ends_with("ok"), "{answer}");
-        let closed = closed_after(&mut silent).await;
-        assert!(
-            closed.is_some_and(|c| c < Duration::from_secs(5)),
-            "the silent connection stayed open: {closed:?}"
-        );
+        // The newcomers stay open, so that each needs a place of its own.
+        let mut newcomers = Vec::new();
+        for (newcomer, gives_way) in [
+            ("a third connection", &mut answered),
+            ("a fourth connection", &mut silent),
+        ] {
+            let mut stream = TcpStream::connect(address).await.unwrap();
+            let answer = tokio::time::timeout(Duration::from_secs(5), ask(&mut stream, "/"))
+                .await
+                .unwrap_or_else(|_| panic!("{newcomer} was not answered at the limit"));
+            assert!(answer.ends_with("ok"), "{answer}");
+            let closed = closed_after(gives_way).await;
+            assert!(
+                closed.is_some_and(|c| c < Duration::from_secs(5)),
+                "the connection idle longest stayed open for {newcomer}: {closed:?}"
+            );
+            newcomers.push(stream);
+        }
     }
 
     /// At the limit with every connection answering, a new connection waits;
