@@ -198,9 +198,10 @@ pub struct ServeArgs {
     )]
     pub header_timeout_s: u64,
 
-    /// The most client connections open at once (1 to 1,000,000); at the
-    /// limit no connection is accepted until one closes. Each costs some 10
-    /// to 20 KiB of memory.
+    /// The most client connections open at once (1 to 1,000,000). At the
+    /// limit a new connection takes the place of the one idle longest, which
+    /// is closed; it waits only while every connection has a request in
+    /// flight. Each costs some 10 to 20 KiB of memory.
     #[arg(
         long,
         env = "JOULECAST_MAX_CONNECTIONS",

@@ -336,8 +336,8 @@ pub fn run(app: &str, job_id: &str, nodes: i64) -> Value {
 impl TestApp {
     /// Serve the router on a loopback port, for clients in other processes,
     /// through the service's own serving loop (with its default header
-    /// time-out and connection limit); the server stops with the test's runtime. Returns its base
-    /// URL.
+    /// time-out and connection limit); the server stops with the test's
+    /// runtime. Returns its base URL.
     pub async fn serve(&self) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
