@@ -109,13 +109,30 @@ pub const NOISE_RATIO: f64 = 2.0;
 pub const TIE: f64 = 0.1;
 /// How far beyond the largest p a model of positive data must stay positive.
 pub const POSITIVE_HORIZON: f64 = 16.0;
+/// The p a search accepts: within it, p^±3 log2² p and the squares of the
+/// normal equations stay finite.
+pub const P_RANGE: (f64, f64) = (1e-9, 1e15);
+/// The largest magnitude of a value a search accepts: sums of 100,000
+/// squared residuals stay finite.
+pub const VALUE_LIMIT: f64 = 1e100;
+
+/// Whether `p` is one a search accepts (finite, within `P_RANGE`).
+pub fn valid_p(p: f64) -> bool {
+    (P_RANGE.0..=P_RANGE.1).contains(&p)
+}
+
+/// Whether `v` is a value a search accepts (finite, within `VALUE_LIMIT`).
+pub fn valid_value(v: f64) -> bool {
+    v.abs() <= VALUE_LIMIT
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum SearchError {
     TooFewPoints {
         distinct: usize,
     },
-    /// p must be finite and positive (log2 p and p^-i must exist).
+    /// p must be within `P_RANGE` (log2 p and p^-i must exist and stay
+    /// finite).
     InvalidP(f64),
     InvalidValue(f64),
 }
@@ -127,8 +144,15 @@ impl fmt::Display for SearchError {
                 f,
                 "needs at least {MIN_POINTS} distinct p values (got {distinct})"
             ),
-            SearchError::InvalidP(p) => write!(f, "p must be finite and positive (got {p})"),
-            SearchError::InvalidValue(v) => write!(f, "values must be finite (got {v})"),
+            SearchError::InvalidP(p) => write!(
+                f,
+                "p must be from {:e} to {:e} (got {p})",
+                P_RANGE.0, P_RANGE.1
+            ),
+            SearchError::InvalidValue(v) => write!(
+                f,
+                "values must be finite and at most {VALUE_LIMIT:e} in magnitude (got {v})"
+            ),
         }
     }
 }
@@ -169,13 +193,10 @@ struct Grouped {
 
 impl Grouped {
     fn new(observations: &[(f64, f64)]) -> Result<Grouped, SearchError> {
-        if let Some(&(p, _)) = observations
-            .iter()
-            .find(|(p, _)| !(p.is_finite() && *p > 0.0))
-        {
+        if let Some(&(p, _)) = observations.iter().find(|(p, _)| !valid_p(*p)) {
             return Err(SearchError::InvalidP(p));
         }
-        if let Some(&(_, v)) = observations.iter().find(|(_, v)| !v.is_finite()) {
+        if let Some(&(_, v)) = observations.iter().find(|(_, v)| !valid_value(*v)) {
             return Err(SearchError::InvalidValue(v));
         }
         let mut sorted = observations.to_vec();
@@ -974,6 +995,45 @@ mod tests {
             search(&[(1.0, f64::NAN)], &Settings::default()),
             Err(SearchError::InvalidValue(_))
         ));
+        // Magnitudes whose powers or squares would overflow (found by
+        // fuzzing: they answered rss and smape_pct as null).
+        for (p, v) in [(1.6e308, 1.0), (2e-70, 1.0), (2.0, 3.5e307), (2.0, -1e101)] {
+            let refused = search(&[(p, v), (4.0, 1.0), (8.0, 1.0)], &Settings::default());
+            assert!(
+                matches!(
+                    refused,
+                    Err(SearchError::InvalidP(_) | SearchError::InvalidValue(_))
+                ),
+                "({p}, {v}): {refused:?}"
+            );
+        }
+    }
+
+    /// At the edges of what a search accepts, its figures stay finite.
+    #[test]
+    fn the_accepted_extremes_give_finite_figures() {
+        let (small, large) = P_RANGE;
+        for (p, scale) in [(large, VALUE_LIMIT), (small, VALUE_LIMIT), (large, 1e-300)] {
+            let points: Vec<(f64, f64)> = (0..6)
+                .map(|k| {
+                    let q = if p > 1.0 {
+                        p / 2f64.powi(k)
+                    } else {
+                        p * 2f64.powi(k)
+                    };
+                    (q, scale * if k % 2 == 0 { 1.0 } else { -0.5 })
+                })
+                .collect();
+            let found = search(&points, &Settings::default()).unwrap();
+            assert!(
+                found.rss.is_finite() && found.smape_pct.is_finite(),
+                "p {p}, values ±{scale}: {found:?}"
+            );
+            assert!(
+                found.adjusted_r2.is_none_or(f64::is_finite),
+                "p {p}, values ±{scale}: {found:?}"
+            );
+        }
     }
 
     #[test]

@@ -145,7 +145,21 @@ async fn bad_searches_name_the_field_and_the_reason() {
         (
             json!({"points": [{"p": -2, "values": [1]}]}),
             "points[0].p",
-            "positive",
+            "must be from 1e-9 to 1e15 (got -2)",
+        ),
+        // Magnitudes whose powers or squares overflow (found by fuzzing:
+        // the answer carried rss and smape_pct as null).
+        (
+            json!({"points": [{"p": 1.6e308, "values": [1]}, {"p": 2, "values": [2]},
+                              {"p": 4, "values": [3]}]}),
+            "points[0].p",
+            "must be from 1e-9 to 1e15",
+        ),
+        (
+            json!({"points": [{"p": 1, "values": [1]}, {"p": 2, "values": [2, 3.5e307]},
+                              {"p": 4, "values": [3]}]}),
+            "points[1].values[1]",
+            "at most 1e100 in magnitude",
         ),
         (
             json!({"points": [{"p": 2, "values": []}]}),

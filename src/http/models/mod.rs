@@ -23,7 +23,7 @@ use super::extract::{Json, comma_separated};
 use crate::extrap::Series;
 use crate::model::expectation;
 use crate::model::pmnf::Shape;
-use crate::model::search::SearchError;
+use crate::model::search::{self, SearchError};
 use crate::validate::{Errors, FieldError};
 
 /// Most values (repetitions included) in a stateless search.
@@ -35,10 +35,12 @@ pub use crate::service::scaling::*;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PointInput {
-    /// The parameter value (processes, nodes, problem size), > 0.
-    #[schema(exclusive_minimum = 0.0)]
+    /// The parameter value (processes, nodes, problem size), from 1e-9 to
+    /// 1e15.
+    #[schema(minimum = 1e-9, maximum = 1e15)]
     pub p: f64,
-    /// The repetitions measured there (at least one).
+    /// The repetitions measured there (at least one), each at most 1e100 in
+    /// magnitude.
     #[schema(min_items = 1)]
     pub values: Vec<f64>,
 }
@@ -132,20 +134,24 @@ fn request_series(
     // The Extra-P reader has checked its numbers; points are checked here.
     if field == "points" {
         for (k, (p, values)) in series.iter().flat_map(|s| &s.points).enumerate() {
-            if !(p.is_finite() && *p > 0.0) {
+            if !search::valid_p(*p) {
+                let (low, high) = search::P_RANGE;
                 errors.add(
                     &format!("points[{k}].p"),
-                    format!("must be positive (got {p})"),
+                    format!("must be from {low:e} to {high:e} (got {p})"),
                 );
             }
             if values.is_empty() {
                 errors.add(&format!("points[{k}].values"), "give at least one value");
             }
             for (r, v) in values.iter().enumerate() {
-                if !v.is_finite() {
+                if !search::valid_value(*v) {
                     errors.add(
                         &format!("points[{k}].values[{r}]"),
-                        format!("must be finite (got {v})"),
+                        format!(
+                            "must be finite and at most {:e} in magnitude (got {v})",
+                            search::VALUE_LIMIT
+                        ),
                     );
                 }
             }
