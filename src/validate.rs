@@ -310,12 +310,21 @@ pub fn allowed_rmse_pct(pct: f64) -> Result<(), String> {
     }
 }
 
-/// A finite, strictly positive number.
+/// The range of a positive quantity (energy, power, time, a cap or a
+/// budget): its square, which the history's sufficient statistics sum in
+/// PostgreSQL, neither overflows nor underflows to zero there (either is an
+/// error).
+pub const POSITIVE_RANGE: (f64, f64) = (1e-100, 1e100);
+
+/// A finite, strictly positive number within `POSITIVE_RANGE`.
 pub fn positive(value: f64) -> Result<(), String> {
+    let (low, high) = POSITIVE_RANGE;
     if !value.is_finite() {
         Err("must be a finite number".into())
     } else if value <= 0.0 {
         Err(format!("must be greater than 0 (got {value})"))
+    } else if !(low..=high).contains(&value) {
+        Err(format!("must be from {low:e} to {high:e} (got {value})"))
     } else {
         Ok(())
     }
@@ -511,6 +520,8 @@ mod tests {
         assert!(positive(-1.0).is_err());
         assert!(positive(f64::NAN).is_err());
         assert!(positive(f64::INFINITY).is_err());
+        assert!(positive(1e-100).is_ok() && positive(1e100).is_ok());
+        assert!(positive(1e-101).is_err() && positive(1e101).is_err());
     }
 
     #[test]
