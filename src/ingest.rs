@@ -564,24 +564,39 @@ mod tests {
     }
 
     #[test]
-    fn an_overflowing_product_is_not_taken_for_agreement() {
+    fn quantities_at_the_ends_of_their_range_are_compared_and_derived_safely() {
+        // Each within the accepted range, their product far from the energy.
         let d = RunDraft {
             nodes: 1_000_000,
             energy_j: Some(1.0),
             avg_power_w: Some(1e11),
-            duration_s: Some(1e300),
+            duration_s: Some(1e90),
             ..draft()
         };
         let errors = validate(d, now()).unwrap_err();
         assert_eq!(fields(&errors), ["energy_j", "avg_power_w", "duration_s"]);
-        // Derived from two: the product overflows to infinity.
+        // Derived from two in range: the product leaves the range, and the
+        // derived field is the one named.
+        let d = RunDraft {
+            energy_j: None,
+            avg_power_w: Some(1e60),
+            duration_s: Some(1e60),
+            ..draft()
+        };
+        let errors = validate(d, now()).unwrap_err();
+        assert_eq!(fields(&errors), ["energy_j"]);
+        assert!(errors[0].reason.starts_with("derived value"), "{errors:?}");
+        // Beyond the range, each given value is refused by name.
         let d = RunDraft {
             energy_j: None,
             avg_power_w: Some(1e200),
-            duration_s: Some(1e200),
+            duration_s: Some(1e-200),
             ..draft()
         };
-        assert_eq!(fields(&validate(d, now()).unwrap_err()), ["energy_j"]);
+        assert_eq!(
+            fields(&validate(d, now()).unwrap_err()),
+            ["avg_power_w", "duration_s"]
+        );
     }
 
     #[test]
