@@ -125,10 +125,19 @@ pub struct Expiry {
 impl Expiry {
     pub const DEFAULT_GRACE_S: u64 = 600;
     pub const DEFAULT_MAX_S: u64 = 48 * 3600;
+    /// The largest grace or maximum reservation the settings accept: one year.
+    pub const MAX_SETTING_S: u64 = 366 * 86_400;
+    /// No reservation lasts longer than this, s (about 317 years), whatever
+    /// was stored: its end stays a date PostgreSQL and RFC 3339 can hold.
+    /// Time limits are held to ten years when a job is stored; this guards
+    /// rows stored before that check.
+    pub const LONGEST_S: f64 = 1e10;
 
     /// When the reservation of a job started at `started_at` ends.
     pub fn ends_at(&self, started_at: DateTime<Utc>, time_limit_s: Option<f64>) -> DateTime<Utc> {
-        let seconds = time_limit_s.map_or(self.max_s, |limit| limit + self.grace_s);
+        let seconds = time_limit_s
+            .map_or(self.max_s, |limit| limit + self.grace_s)
+            .min(Self::LONGEST_S);
         started_at
             .checked_add_signed(chrono::Duration::milliseconds((seconds * 1000.0) as i64))
             .unwrap_or(DateTime::<Utc>::MAX_UTC)
@@ -188,6 +197,21 @@ impl fmt::Debug for DatabaseUrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reservation_ends_at_a_date_rfc_3339_can_write_whatever_was_stored() {
+        let start = "2026-01-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let expiry = Expiry::default();
+        assert_eq!(
+            expiry.ends_at(start, Some(3600.0)),
+            start + chrono::Duration::seconds(3600 + Expiry::DEFAULT_GRACE_S as i64)
+        );
+        for limit in [2.43e16, f64::MAX] {
+            let ends = expiry.ends_at(start, Some(limit));
+            assert!(ends > start, "{ends}");
+            assert!(ends.format("%Y").to_string().len() == 4, "{ends}");
+        }
+    }
 
     #[test]
     fn database_url_debug_hides_the_password() {

@@ -330,6 +330,21 @@ pub fn positive(value: f64) -> Result<(), String> {
     }
 }
 
+/// A job's time limit, s: positive and at most ten years, as a run's
+/// duration. Its reservation ends at its start plus this limit, which must
+/// stay a date PostgreSQL and RFC 3339 can hold.
+pub fn time_limit(seconds: f64) -> Result<(), String> {
+    positive(seconds)?;
+    let max = crate::ingest::MAX_DURATION_S;
+    if seconds > max {
+        Err(format!(
+            "must be at most {max} s (ten years; got {seconds}); is the unit seconds?"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// Node names one request may name in all its node lists together (each
 /// list is also held to `hostlist::MAX_HOSTS`): the work and memory of
 /// expanding and checking them stay bounded, whatever the batch.
@@ -522,6 +537,15 @@ mod tests {
         assert!(positive(f64::INFINITY).is_err());
         assert!(positive(1e-100).is_ok() && positive(1e100).is_ok());
         assert!(positive(1e-101).is_err() && positive(1e101).is_err());
+    }
+
+    #[test]
+    fn time_limits_are_positive_and_at_most_ten_years() {
+        let ten_years = crate::ingest::MAX_DURATION_S;
+        assert!(time_limit(1.0).is_ok() && time_limit(ten_years).is_ok());
+        assert!(time_limit(ten_years * 1.001).is_err());
+        assert!(time_limit(2.43e16).is_err());
+        assert!(time_limit(0.0).is_err() && time_limit(f64::NAN).is_err());
     }
 
     #[test]

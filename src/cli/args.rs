@@ -257,7 +257,8 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "JOULECAST_RESERVATION_GRACE_S",
-        default_value_t = Expiry::DEFAULT_GRACE_S
+        default_value_t = Expiry::DEFAULT_GRACE_S,
+        value_parser = clap::value_parser!(u64).range(0..=Expiry::MAX_SETTING_S)
     )]
     pub reservation_grace_s: u64,
 
@@ -266,7 +267,7 @@ pub struct ServeArgs {
         long,
         env = "JOULECAST_MAX_RESERVATION_S",
         default_value_t = Expiry::DEFAULT_MAX_S,
-        value_parser = clap::value_parser!(u64).range(60..)
+        value_parser = clap::value_parser!(u64).range(60..=Expiry::MAX_SETTING_S)
     )]
     pub max_reservation_s: u64,
 

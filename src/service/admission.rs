@@ -44,8 +44,8 @@ pub struct AdmissionInput {
     /// budget are those of now.
     pub start_at: Option<DateTime<Utc>>,
     /// The job's time limit, s. Without history, the job's energy is bounded
-    /// by its reserved power × this limit.
-    #[schema(exclusive_minimum = 0.0)]
+    /// by its reserved power × this limit. At most ten years.
+    #[schema(exclusive_minimum = 0.0, maximum = 315_576_000.0)]
     pub time_limit_s: Option<f64>,
     /// Reference workload for the node classification; default the service's.
     pub workload: Option<String>,
@@ -77,7 +77,7 @@ impl JobShape<'_> {
         let app = validate::checked(problems, "app", Tag::parse(self.app));
         let account = self.account.map(Account::parse).transpose();
         let account = validate::checked(problems, "account", account);
-        if let Some(Err(reason)) = self.time_limit_s.map(validate::positive) {
+        if let Some(Err(reason)) = self.time_limit_s.map(validate::time_limit) {
             problems.push(FieldError::new("time_limit_s", reason));
         }
         let scope = NodeScope::check(

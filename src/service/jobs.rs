@@ -48,8 +48,8 @@ pub struct JobInput {
     /// Reference workload for the node classification; default the service's.
     pub workload: Option<String>,
     /// The job's time limit, s: without history, its energy is bounded by
-    /// its reserved power × this limit (for budgets).
-    #[schema(exclusive_minimum = 0.0)]
+    /// its reserved power × this limit (for budgets). At most ten years.
+    #[schema(exclusive_minimum = 0.0, maximum = 315_576_000.0)]
     pub time_limit_s: Option<f64>,
     /// Store the job even when it does not fit under a cap or its budget
     /// (it runs already, whatever the answer). Default `false`: such a job

@@ -77,10 +77,12 @@ pub async fn load(conn: &mut PgConnection, expiry: Expiry) -> sqlx::Result<Load>
         "SELECT partition, reserved_w, nodes, node_list, account, started_at,
                     predicted_ets_j, predicted_tts_s, time_limit_s
              FROM jobs
-             WHERE started_at + make_interval(secs => COALESCE(time_limit_s + $1, $2)) > now()",
+             WHERE started_at
+                   + make_interval(secs => LEAST(COALESCE(time_limit_s + $1, $2), $3)) > now()",
     )
     .bind(expiry.grace_s)
     .bind(expiry.max_s)
+    .bind(Expiry::LONGEST_S)
     .fetch_all(&mut *conn)
     .await?;
     let nodes: Vec<NodeIdle> = sqlx::query_as("SELECT name, partition, idle_power_w FROM nodes")

@@ -181,15 +181,27 @@ async fn jobs_far_past_their_predicted_time_are_stale_and_bad_input_is_named() {
     app.post("/v1/jobs", &app.read, &json!({}))
         .await
         .assert_problem(StatusCode::FORBIDDEN);
-    // A finish with impossible measurements is refused; the job keeps running.
-    let reply = app
-        .post(
-            "/v1/jobs/slurm/1/finish",
-            &app.schedule,
-            &json!({"energy_j": -5.0}),
-        )
-        .await;
-    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "energy_j");
+    // A finish with impossible measurements is refused; the job keeps
+    // running. Values too small to square in the history's sums (once a
+    // 400 naming no field) are named like negative ones.
+    for (body, fields) in [
+        (json!({"energy_j": -5.0}), vec!["energy_j"]),
+        (
+            json!({"avg_power_w": 1e-308, "energy_j": 8.8e-307}),
+            vec!["energy_j", "avg_power_w"],
+        ),
+    ] {
+        let reply = app
+            .post("/v1/jobs/slurm/1/finish", &app.schedule, &body)
+            .await;
+        assert_eq!(
+            reply.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{:#}",
+            reply.body
+        );
+        assert_eq!(reply.error_fields(), fields, "{:#}", reply.body);
+    }
     assert_eq!(
         app.get("/v1/jobs", &app.read).await.body["items"]
             .as_array()
@@ -314,6 +326,87 @@ async fn reservations_expire_at_the_time_limit_plus_grace_or_the_maximum() {
         .map(|j| j["job_id"].as_str().unwrap())
         .collect();
     assert_eq!(counted, ["live", "recent"], "{headroom:#}");
+}
+
+/// A time limit beyond ten years is refused by name (it once gave a
+/// reservation ending in the year 262142 and made every later start and
+/// admission fail on the database's date range); a row stored before that
+/// check does not stop later starts, admissions or listings.
+#[tokio::test]
+async fn absurd_time_limits_are_refused_and_old_ones_do_not_break_later_jobs() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let job = |id: &str, limit: f64| json!({"source": "slurm", "job_id": id, "app": "lin", "nodes": 2, "time_limit_s": limit});
+    for limit in [2.43e16, 315_576_000.0 * 1.01] {
+        app.post("/v1/jobs", &app.schedule, &job("far", limit))
+            .await
+            .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "time_limit_s");
+        app.post(
+            "/v1/admission",
+            &app.schedule,
+            &json!({"app": "lin", "nodes": 2, "time_limit_s": limit}),
+        )
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "time_limit_s");
+    }
+    let ten_years = app
+        .post("/v1/jobs", &app.schedule, &job("decade", 315_576_000.0))
+        .await;
+    assert_eq!(
+        ten_years.status,
+        StatusCode::CREATED,
+        "{:#}",
+        ten_years.body
+    );
+
+    // As a release without the check stored it.
+    let app_id: i64 = sqlx::query_scalar("SELECT id FROM applications WHERE tag = 'lin'")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO jobs (source, job_id, app_id, nodes, started_at, reserved_basis,
+                           predicted_apc_w, reserved_w, time_limit_s)
+         VALUES ('slurm', 'stored-far', $1, 1, now(), 'expected', 1000, 1000, 2.43e16)",
+    )
+    .bind(app_id)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let later = app
+        .post("/v1/jobs", &app.schedule, &job("later", 3600.0))
+        .await;
+    assert_eq!(later.status, StatusCode::CREATED, "{:#}", later.body);
+    let asked = app
+        .post(
+            "/v1/admission",
+            &app.schedule,
+            &json!({"app": "lin", "nodes": 2, "time_limit_s": 3600.0}),
+        )
+        .await;
+    assert_eq!(asked.status, StatusCode::OK, "{:#}", asked.body);
+    let list = app.get("/v1/jobs", &app.read).await;
+    assert_eq!(list.status, StatusCode::OK, "{:#}", list.body);
+    let far = list.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job_id"] == "stored-far")
+        .unwrap();
+    let ends = far["reservation_ends_at"].as_str().unwrap();
+    let ends: chrono::DateTime<Utc> = ends.parse().expect("an RFC 3339 date-time");
+    assert!(ends > Utc::now() + Duration::days(365 * 300), "{ends}");
+    let headroom = app.get("/v1/power/headroom", &app.read).await;
+    assert_eq!(headroom.status, StatusCode::OK, "{:#}", headroom.body);
+    assert!(
+        headroom.body["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["job_id"] == "stored-far"),
+        "{:#}",
+        headroom.body
+    );
 }
 
 /// A run stored for a running job, by any path, ends the job in the same
