@@ -17,8 +17,7 @@ use crate::validate::{self, Errors, FieldError, MAX_POWER_PER_NODE_W};
 
 /// EtS, APC × TtS and start/end times may disagree by at most this fraction.
 pub const CONSISTENCY_TOLERANCE: f64 = 0.05;
-/// Ten years: a longer run is taken for a unit mistake (ms sent as s).
-pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
+pub use crate::validate::MAX_DURATION_S;
 /// At most this far in the future (clock skew between systems).
 pub const FUTURE_TOLERANCE: Duration = Duration::days(1);
 pub const MAX_BATCH: usize = 10_000;
@@ -255,7 +254,9 @@ fn check_window(errors: &mut Errors, duration_s: f64, start: DateTime<Utc>, end:
     }
 }
 
-fn check_time(time: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), String> {
+/// A run's start or end, or a job's start: from 1970 up to
+/// `FUTURE_TOLERANCE` after `now`.
+pub fn check_time(time: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), String> {
     if time < DateTime::<Utc>::UNIX_EPOCH {
         Err("must not be before 1970-01-01".into())
     } else if time > now + FUTURE_TOLERANCE {

@@ -330,12 +330,16 @@ pub fn positive(value: f64) -> Result<(), String> {
     }
 }
 
+/// Ten years: a longer run or time limit is taken for a unit mistake (ms
+/// sent as s).
+pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
+
 /// A job's time limit, s: positive and at most ten years, as a run's
 /// duration. Its reservation ends at its start plus this limit, which must
 /// stay a date PostgreSQL and RFC 3339 can hold.
 pub fn time_limit(seconds: f64) -> Result<(), String> {
     positive(seconds)?;
-    let max = crate::ingest::MAX_DURATION_S;
+    let max = MAX_DURATION_S;
     if seconds > max {
         Err(format!(
             "must be at most {max} s (ten years; got {seconds}); is the unit seconds?"
@@ -541,7 +545,7 @@ mod tests {
 
     #[test]
     fn time_limits_are_positive_and_at_most_ten_years() {
-        let ten_years = crate::ingest::MAX_DURATION_S;
+        let ten_years = MAX_DURATION_S;
         assert!(time_limit(1.0).is_ok() && time_limit(ten_years).is_ok());
         assert!(time_limit(ten_years * 1.001).is_err());
         assert!(time_limit(2.43e16).is_err());

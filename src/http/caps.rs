@@ -23,7 +23,7 @@ pub use crate::service::caps::PowerCap;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PowerCapInput {
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 1e-100, maximum = 1e100)]
     pub limit_w: f64,
     /// The partition to limit; absent or `null` for the whole system.
     pub partition: Option<String>,

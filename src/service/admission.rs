@@ -45,7 +45,7 @@ pub struct AdmissionInput {
     pub start_at: Option<DateTime<Utc>>,
     /// The job's time limit, s. Without history, the job's energy is bounded
     /// by its reserved power × this limit. At most ten years.
-    #[schema(exclusive_minimum = 0.0, maximum = 315_576_000.0)]
+    #[schema(minimum = 1e-100, maximum = 315_576_000.0)]
     pub time_limit_s: Option<f64>,
     /// Reference workload for the node classification; default the service's.
     pub workload: Option<String>,

@@ -15,7 +15,7 @@ use crate::validate::{self, Account, Errors};
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetInput {
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 1e-100, maximum = 1e100)]
     pub limit_j: f64,
     pub period: Period,
     /// Required for `custom`, refused otherwise.

@@ -43,13 +43,13 @@ pub struct JobInput {
     pub node_list: Option<String>,
     pub partition: Option<String>,
     pub account: Option<String>,
-    /// Default now.
+    /// Default now. As a run's start: from 1970 to a day after now.
     pub started_at: Option<DateTime<Utc>>,
     /// Reference workload for the node classification; default the service's.
     pub workload: Option<String>,
     /// The job's time limit, s: without history, its energy is bounded by
     /// its reserved power × this limit (for budgets). At most ten years.
-    #[schema(exclusive_minimum = 0.0, maximum = 315_576_000.0)]
+    #[schema(minimum = 1e-100, maximum = 315_576_000.0)]
     pub time_limit_s: Option<f64>,
     /// Store the job even when it does not fit under a cap or its budget
     /// (it runs already, whatever the answer). Default `false`: such a job
@@ -213,7 +213,12 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     let mut problems = Vec::new();
     let source = validate::checked(&mut problems, "source", Source::parse(&input.source));
     let job_id = validate::checked(&mut problems, "job_id", JobId::parse(&input.job_id));
-    if let Some(Err(reason)) = input.started_at.map(validate::time_in_range) {
+    // As a run's start: the job's run must be storable when it finishes.
+    let checked_at = Utc::now();
+    if let Some(Err(reason)) = input
+        .started_at
+        .map(|time| ingest::check_time(time, checked_at))
+    {
         problems.push(FieldError::new("started_at", reason));
     }
     let shape = JobShape {
@@ -395,11 +400,11 @@ pub async fn list(
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FinishInput {
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 1e-100, maximum = 1e100)]
     pub energy_j: Option<f64>,
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 1e-100, maximum = 1e100)]
     pub avg_power_w: Option<f64>,
-    #[schema(exclusive_minimum = 0.0)]
+    #[schema(minimum = 1e-100, maximum = 315_576_000.0)]
     pub duration_s: Option<f64>,
     /// Default now.
     pub ended_at: Option<DateTime<Utc>>,

@@ -173,6 +173,23 @@ async fn jobs_far_past_their_predicted_time_are_stale_and_bad_input_is_named() {
             json!({"source": "s", "job_id": "2", "app": "lin", "node_list": "n[2-1]"}),
             "node_list",
         ),
+        // Its run could never be stored (and its reservation would end past
+        // year 9999, which RFC 3339 cannot write).
+        (
+            json!({"source": "s", "job_id": "2", "app": "lin", "nodes": 1,
+                   "started_at": "9999-12-31T00:00:00Z"}),
+            "started_at",
+        ),
+        (
+            json!({"source": "s", "job_id": "2", "app": "lin", "nodes": 1,
+                   "started_at": (Utc::now() + Duration::days(2)).to_rfc3339()}),
+            "started_at",
+        ),
+        (
+            json!({"source": "s", "job_id": "2", "app": "lin", "nodes": 1,
+                   "started_at": "1969-12-31T23:59:59Z"}),
+            "started_at",
+        ),
     ] {
         app.post("/v1/jobs", &app.schedule, &body)
             .await

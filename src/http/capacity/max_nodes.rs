@@ -34,7 +34,7 @@ pub enum Bound {
 #[into_params(parameter_in = Query)]
 pub struct MaxNodesParams {
     /// The power limit, W.
-    #[param(exclusive_minimum = 0.0)]
+    #[param(minimum = 1e-100, maximum = 1e100)]
     pub power_limit_w: f64,
     /// `expected` (default): the predicted APC; `worst`: on the worst n
     /// nodes of the classification (needs one).

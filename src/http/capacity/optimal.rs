@@ -38,10 +38,10 @@ pub struct OptimalParams {
     #[param(minimum = 1, maximum = 1_000_000)]
     pub max_nodes: Option<i64>,
     /// Only node counts predicted to finish within this time, s.
-    #[param(exclusive_minimum = 0.0)]
+    #[param(minimum = 1e-100, maximum = 1e100)]
     pub deadline_s: Option<f64>,
     /// Only node counts predicted to need at most this energy, J.
-    #[param(exclusive_minimum = 0.0)]
+    #[param(minimum = 1e-100, maximum = 1e100)]
     pub energy_budget_j: Option<f64>,
     #[param(exclusive_minimum = 0.0, maximum = 100.0)]
     pub allowed_rmse_pct: Option<f64>,

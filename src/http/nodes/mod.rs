@@ -68,9 +68,11 @@ pub struct NodeInput {
     #[serde(default)]
     #[schema(max_length = 128)]
     pub hardware_model: String,
-    #[schema(exclusive_minimum = 0.0)]
+    /// W; at most 100,000 per node.
+    #[schema(minimum = 1e-100, maximum = 100_000.0)]
     pub idle_power_w: Option<f64>,
-    #[schema(exclusive_minimum = 0.0)]
+    /// W; at most 100,000 per node.
+    #[schema(minimum = 1e-100, maximum = 100_000.0)]
     pub peak_power_w: Option<f64>,
 }
 

@@ -28,7 +28,8 @@ pub struct SampleInput {
     /// The reference workload (e.g. a stress benchmark), named like an application tag.
     #[schema(example = "hpl-stress")]
     pub workload: String,
-    #[schema(exclusive_minimum = 0.0)]
+    /// W; at most 100,000 per node.
+    #[schema(minimum = 1e-100, maximum = 100_000.0)]
     pub avg_power_w: f64,
     /// When the measurement was taken (RFC 3339). With node and workload, it
     /// identifies the sample.

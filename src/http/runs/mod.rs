@@ -73,14 +73,14 @@ pub struct RunInput {
     #[schema(value_type = Option<NodeListSchema>)]
     pub node_list: Option<NodeListDraft>,
     /// Energy-to-solution, joules (> 0).
-    #[schema(example = 5_184_000.0, exclusive_minimum = 0.0)]
+    #[schema(example = 5_184_000.0, minimum = 1e-100, maximum = 1e100)]
     pub energy_j: Option<f64>,
     /// Average power, watts (> 0; at most 100 kW per node).
-    #[schema(example = 3600.0, exclusive_minimum = 0.0)]
+    #[schema(example = 3600.0, minimum = 1e-100, maximum = 1e100)]
     pub avg_power_w: Option<f64>,
     /// Time-to-solution, seconds (> 0). Must match `ended_at − started_at`
     /// within 5 % (or 1 s) when both times are given.
-    #[schema(example = 1440.0, exclusive_minimum = 0.0)]
+    #[schema(example = 1440.0, minimum = 1e-100, maximum = 315_576_000.0)]
     pub duration_s: Option<f64>,
     /// RFC 3339; not before 1970, not more than a day in the future.
     pub started_at: Option<DateTime<Utc>>,
