@@ -82,9 +82,7 @@ pub fn validate(mut draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<F
     }
 
     let quality = draft.quality.unwrap_or(1.0);
-    if !(quality > 0.0 && quality <= 1.0) {
-        errors.add("quality", format!("must be in (0, 1] (got {quality})"));
-    }
+    errors.check("quality", validate::quality(quality));
 
     let started_at = draft.started_at.map(truncate_to_micros);
     let ended_at = draft.ended_at.map(truncate_to_micros);

@@ -330,6 +330,19 @@ pub fn positive(value: f64) -> Result<(), String> {
     }
 }
 
+/// A run's quality weight: from `POSITIVE_RANGE`'s low end to 1. Its
+/// products with a quantity's square, which the history's statistics sum in
+/// PostgreSQL, then stay above the smallest normal number (an underflow
+/// there is an error).
+pub fn quality(weight: f64) -> Result<(), String> {
+    let low = POSITIVE_RANGE.0;
+    if (low..=1.0).contains(&weight) {
+        Ok(())
+    } else {
+        Err(format!("must be from {low:e} to 1 (got {weight})"))
+    }
+}
+
 /// Ten years: a longer run or time limit is taken for a unit mistake (ms
 /// sent as s).
 pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
@@ -541,6 +554,25 @@ mod tests {
         assert!(positive(f64::INFINITY).is_err());
         assert!(positive(1e-100).is_ok() && positive(1e100).is_ok());
         assert!(positive(1e-101).is_err() && positive(1e101).is_err());
+    }
+
+    #[test]
+    fn quality_weights_are_from_the_range_low_end_to_one() {
+        assert!(quality(1.0).is_ok() && quality(1e-100).is_ok() && quality(0.5).is_ok());
+        for bad in [
+            0.0,
+            -0.1,
+            1e-101,
+            1e-200,
+            1.0000001,
+            f64::NAN,
+            f64::INFINITY,
+        ] {
+            assert!(quality(bad).is_err(), "{bad}");
+        }
+        // Its least product with the least quantity's square stays normal.
+        let (low, _) = POSITIVE_RANGE;
+        assert!((low * low * low).is_normal());
     }
 
     #[test]

@@ -408,7 +408,8 @@ pub struct FinishInput {
     pub duration_s: Option<f64>,
     /// Default now.
     pub ended_at: Option<DateTime<Utc>>,
-    /// Measurement weight in (0, 1], default 1.
+    /// Measurement weight, from 1e-100 to 1; default 1.
+    #[schema(minimum = 1e-100, maximum = 1.0)]
     pub quality: Option<f64>,
 }
 

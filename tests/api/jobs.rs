@@ -207,6 +207,10 @@ async fn jobs_far_past_their_predicted_time_are_stale_and_bad_input_is_named() {
             json!({"avg_power_w": 1e-308, "energy_j": 8.8e-307}),
             vec!["energy_j", "avg_power_w"],
         ),
+        (
+            json!({"avg_power_w": 1.0, "duration_s": 7200.0, "quality": 1e-300}),
+            vec!["quality"],
+        ),
     ] {
         let reply = app
             .post("/v1/jobs/slurm/1/finish", &app.schedule, &body)

@@ -188,6 +188,13 @@ async fn every_validation_rule_answers_422_naming_the_field() {
         (json!({"quality": 0.0}), "quality"),
         (json!({"quality": 1.01}), "quality"),
         (json!({"quality": -0.5}), "quality"),
+        // Its product with a tiny energy's square underflowed in the
+        // history's sums (400 naming `body`).
+        (
+            json!({"energy_j": 1e-100, "avg_power_w": null, "duration_s": 1.0,
+                   "quality": 1e-200}),
+            "quality",
+        ),
         (json!({"node_list": ["n1", "n2"]}), "node_list"),
         (
             json!({"node_list": ["n1", "n2", "n3", "n3"]}),

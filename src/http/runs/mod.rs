@@ -86,8 +86,8 @@ pub struct RunInput {
     pub started_at: Option<DateTime<Utc>>,
     /// RFC 3339; after `started_at`.
     pub ended_at: Option<DateTime<Utc>>,
-    /// Measurement quality weight in (0, 1]; default 1.
-    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
+    /// Measurement quality weight, from 1e-100 to 1; default 1.
+    #[schema(minimum = 1e-100, maximum = 1.0)]
     pub quality: Option<f64>,
     /// Accounting project the run is charged to.
     #[schema(
