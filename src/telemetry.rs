@@ -61,6 +61,7 @@ pub fn init_metrics() {
         "jobs_run_unreserved_total",
         "model_fits_total",
         "heavy_requests_refused_total",
+        crate::service::error::UNVALIDATED_VALUES,
     ] {
         counter(name, &[]).increment(0);
     }

@@ -56,8 +56,9 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
 /// `predictions_total`, `prediction_flags_total`, `model_fits_total`,
 /// `model_fit_duration_seconds`, `cache_lookups_total`,
 /// `db_pool_connections`, `db_pool_max_connections`, `database_degraded`,
-/// `http_connections_open`, `http_connections_max` and
-/// `jobs_run_unreserved_total`. No token needed.
+/// `http_connections_open`, `http_connections_max`,
+/// `jobs_run_unreserved_total` and `db_values_refused_total`. No token
+/// needed.
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Metrics", body = String,
                content_type = "text/plain; version=0.0.4")))]

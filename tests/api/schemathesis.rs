@@ -100,4 +100,20 @@ async fn the_fuzzer_finds_nothing_wrong_on_a_populated_database() {
     }
     assert!(report.contains("Tested: 42"), "{report}");
     assert!(!report.contains('❌'), "{report}");
+    // A value that passed validation but not PostgreSQL is answered with a
+    // documented 400, which the fuzzer accepts; the service counts it.
+    let reply = app
+        .call(axum::http::Method::GET, "/metrics", None, None)
+        .await;
+    let serde_json::Value::String(metrics) = reply.body else {
+        panic!("text expected from /metrics")
+    };
+    let refused: Vec<&str> = metrics
+        .lines()
+        .filter(|line| line.starts_with("db_values_refused_total") && !line.ends_with(" 0"))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "values reached the database unvalidated: {refused:?}"
+    );
 }
