@@ -13,11 +13,10 @@ use sqlx::PgPool;
 
 use crate::hostlist;
 use crate::store::{self, runs::Derived, runs::Inserted, runs::NewRun};
-use crate::validate::{self, Errors, FieldError, MAX_POWER_PER_NODE_W};
+use crate::validate::{self, Errors, FieldError, MAX_DURATION_S, MAX_POWER_PER_NODE_W};
 
 /// EtS, APC × TtS and start/end times may disagree by at most this fraction.
 pub const CONSISTENCY_TOLERANCE: f64 = 0.05;
-pub use crate::validate::MAX_DURATION_S;
 /// At most this far in the future (clock skew between systems).
 pub const FUTURE_TOLERANCE: Duration = Duration::days(1);
 pub const MAX_BATCH: usize = 10_000;

@@ -352,10 +352,9 @@ pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
 /// stay a date PostgreSQL and RFC 3339 can hold.
 pub fn time_limit(seconds: f64) -> Result<(), String> {
     positive(seconds)?;
-    let max = MAX_DURATION_S;
-    if seconds > max {
+    if seconds > MAX_DURATION_S {
         Err(format!(
-            "must be at most {max} s (ten years; got {seconds}); is the unit seconds?"
+            "must be at most {MAX_DURATION_S} s (ten years; got {seconds}); is the unit seconds?"
         ))
     } else {
         Ok(())

@@ -457,7 +457,7 @@ pub async fn finish(
     let ended_at = input.ended_at.unwrap_or_else(|| {
         input
             .duration_s
-            .filter(|d| d.is_finite() && *d > 0.0 && *d < ingest::MAX_DURATION_S)
+            .filter(|d| d.is_finite() && *d > 0.0 && *d < validate::MAX_DURATION_S)
             .and_then(|d| chrono::Duration::try_milliseconds((d * 1000.0) as i64))
             .map_or_else(Utc::now, |d| job.started_at + d)
     });
