@@ -12,9 +12,13 @@
 //! Joulecast, the baselines: log-log interpolation between the neighbouring
 //! measured counts (beyond them, the power law through the last two), and a
 //! least-squares line and power law through all runs.
+//!
+//! Where a file gives runs' energies too, EtS and APC are graded the same
+//! way (`Series::metered`). `load_paths` reads any such CSV files, or
+//! directories of them, by their column names (docs/accuracy.md).
 
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{Baseline, error_pct, loglog_neighbours, median};
 use crate::model::{
@@ -62,52 +66,202 @@ pub const NODE_POWER_W: f64 = 350.0;
 pub struct Series {
     pub dataset: String,
     pub config: String,
+    /// Each run's `time_s`.
     pub runs: Vec<Observation>,
+    /// The runs whose energy was measured (a column `energy_j`), on which
+    /// EtS and APC are graded too.
+    pub metered: Vec<Metered>,
 }
 
-/// Read the data sets from `dir`; an error names the file and line.
+/// A run whose energy was measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Metered {
+    pub nodes: u32,
+    pub energy_j: f64,
+    /// What the energy was measured over: the column `elapsed_s` where the
+    /// file has one (the job's wall time; `time_s` may time only part of
+    /// it, such as one iteration), otherwise `time_s`.
+    pub duration_s: f64,
+}
+
+impl Metered {
+    /// This run's value of `metric`: its energy, its average power, or
+    /// its duration.
+    pub fn value(&self, metric: Metric) -> f64 {
+        match metric {
+            Metric::Ets => self.energy_j,
+            Metric::Apc => self.energy_j / self.duration_s,
+            Metric::Tts => self.duration_s,
+        }
+    }
+
+    fn observation(&self, metric: Metric) -> Observation {
+        Observation {
+            nodes: self.nodes,
+            value: self.value(metric),
+            weight: 1.0,
+        }
+    }
+}
+
+/// Read the data sets `datasets` from `dir`, each `<name>.csv`; an error
+/// names the file, the line and the field.
 pub fn load(dir: &Path, datasets: &[&str]) -> Result<Vec<Series>, String> {
-    let mut out: Vec<Series> = Vec::new();
+    let mut out = Vec::new();
     for &dataset in datasets {
         let path = dir.join(format!("{dataset}.csv"));
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        for (i, line) in text.lines().enumerate().skip(1) {
-            let fields: Vec<&str> = line.split(',').collect();
-            let parsed = match fields.as_slice() {
-                [_, config, nodes, _, time, ..] => nodes
-                    .parse::<u32>()
-                    .ok()
-                    .zip(time.parse::<f64>().ok().filter(|t| *t > 0.0))
-                    .map(|(nodes, value)| (*config, nodes, value)),
-                _ => None,
-            };
-            let Some((config, nodes, value)) = parsed else {
-                return Err(format!(
-                    "{}:{}: not app,config,nodes,repetition,time_s",
-                    path.display(),
-                    i + 1
-                ));
-            };
-            let run = Observation {
-                nodes,
-                value,
-                weight: 1.0,
-            };
-            match out
-                .iter_mut()
-                .find(|s| s.dataset == dataset && s.config == config)
-            {
-                Some(series) => series.runs.push(run),
-                None => out.push(Series {
-                    dataset: dataset.to_owned(),
-                    config: config.to_owned(),
-                    runs: vec![run],
-                }),
-            }
+        match read(&path)? {
+            Table::Series(series) => out.extend(series),
+            Table::Other(reason) => return Err(format!("{}: {reason}", path.display())),
         }
     }
     Ok(out)
+}
+
+/// What `load_paths` read.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub series: Vec<Series>,
+    /// Files of a directory that are not run tables (a provenance list, a
+    /// README's table), each with why.
+    pub skipped: Vec<String>,
+}
+
+/// Read every data set in `paths`: a file is one data set, named after its
+/// stem; a directory gives each of its `*.csv` files, by name, skipping
+/// (and listing) those without the columns `config`, `nodes` and `time_s`.
+/// The optional columns `energy_j` and `elapsed_s` give `Series::metered`;
+/// columns may come in any order, and others are ignored. An error names
+/// the file, the line and the field.
+pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, String> {
+    let mut loaded = Loaded::default();
+    for path in paths {
+        if !path.is_dir() {
+            match read(path)? {
+                Table::Series(series) => loaded.series.extend(series),
+                Table::Other(reason) => return Err(format!("{}: {reason}", path.display())),
+            }
+            continue;
+        }
+        let entries = std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "csv"))
+            .collect();
+        files.sort();
+        for file in files {
+            match read(&file)? {
+                Table::Series(series) => loaded.series.extend(series),
+                Table::Other(reason) => {
+                    loaded.skipped.push(format!("{}: {reason}", file.display()))
+                }
+            }
+        }
+    }
+    if loaded.series.is_empty() {
+        return Err(
+            "no runs: give CSV files, or directories of them, with the columns \
+                    config, nodes and time_s"
+                .to_owned(),
+        );
+    }
+    Ok(loaded)
+}
+
+/// A file's content: its series, or why it holds no runs.
+enum Table {
+    Series(Vec<Series>),
+    Other(String),
+}
+
+/// The columns a run table needs.
+const COLUMNS: [&str; 3] = ["config", "nodes", "time_s"];
+/// The columns a run table may have: a run's energy, and the time it was
+/// measured over.
+const ENERGY_COLUMNS: [&str; 2] = ["energy_j", "elapsed_s"];
+
+/// One CSV file: the series of its configurations, the data set named after
+/// its stem.
+fn read(path: &Path) -> Result<Table, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let dataset = path
+        .file_stem()
+        .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+    let cell = |field: &str| field.trim().trim_matches('"').to_owned();
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let header: Vec<String> = match lines.next() {
+        Some((_, line)) => line.split(',').map(|f| cell(f).to_lowercase()).collect(),
+        None => return Ok(Table::Other("empty".to_owned())),
+    };
+    let mut at = [0; 3];
+    for (k, name) in COLUMNS.iter().enumerate() {
+        match header.iter().position(|h| h == name) {
+            Some(i) => at[k] = i,
+            None => return Ok(Table::Other(format!("no column `{name}`"))),
+        }
+    }
+    let optional = ENERGY_COLUMNS.map(|name| header.iter().position(|h| h == name));
+    let mut out: Vec<Series> = Vec::new();
+    for (i, line) in lines {
+        let fields: Vec<String> = line.split(',').map(cell).collect();
+        let bad =
+            |name: &str, reason: &str| format!("{}:{}: {name}: {reason}", path.display(), i + 1);
+        let field = |k: usize| fields.get(at[k]).ok_or_else(|| bad(COLUMNS[k], "missing"));
+        let config = field(0)?.clone();
+        let nodes = field(1)?
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| bad("nodes", "not a whole number of nodes from 1"))?;
+        let value = field(2)?
+            .parse::<f64>()
+            .ok()
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .ok_or_else(|| bad("time_s", "not a positive number of seconds"))?;
+        // Energy and its duration, where given: a blank cell is a run
+        // whose energy was not measured.
+        let [energy_j, elapsed_s] = optional.map(|at| {
+            at.and_then(|k| fields.get(k))
+                .filter(|cell| !cell.is_empty())
+        });
+        let positive = |cell: &String, name: &str| {
+            cell.parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .ok_or_else(|| bad(name, "not a positive number"))
+        };
+        let metered = match energy_j {
+            Some(energy) => Some(Metered {
+                nodes,
+                energy_j: positive(energy, ENERGY_COLUMNS[0])?,
+                duration_s: elapsed_s.map_or(Ok(value), |e| positive(e, ENERGY_COLUMNS[1]))?,
+            }),
+            None => None,
+        };
+        let run = Observation {
+            nodes,
+            value,
+            weight: 1.0,
+        };
+        let series = match out.iter().position(|s| s.config == config) {
+            Some(k) => &mut out[k],
+            None => {
+                out.push(Series {
+                    dataset: dataset.clone(),
+                    config,
+                    runs: Vec::new(),
+                    metered: Vec::new(),
+                });
+                out.last_mut().expect("just pushed")
+            }
+        };
+        series.runs.push(run);
+        series.metered.extend(metered);
+    }
+    Ok(Table::Series(out))
 }
 
 /// What is predicted.
@@ -124,6 +278,7 @@ pub enum Kind {
 pub struct Case {
     pub dataset: String,
     pub config: String,
+    pub metric: Metric,
     pub kind: Kind,
     pub nodes: u32,
     pub truth: f64,
@@ -133,47 +288,90 @@ pub struct Case {
     pub family: &'static str,
 }
 
-/// One back-test question: `nodes` predicted from `training`.
+/// One back-test question: `metric` at `nodes` predicted from `training`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Question {
+    pub metric: Metric,
     pub kind: Kind,
     pub nodes: u32,
+    /// The runs predicted from, as values of `metric`.
     pub training: Vec<Observation>,
+    /// The same runs with their energies, for EtS and APC (empty for TtS,
+    /// which is graded on `time_s` alone).
+    pub metered: Vec<Metered>,
     /// The mean of the runs at `nodes`.
     pub truth: f64,
 }
 
-/// The questions of one series, if it has at least three node counts: each
-/// interior count from all the others, the largest from those below it.
+/// The questions of one series, for every node count graded: each interior
+/// count from all the others, the largest from those below it; TtS from
+/// `time_s`, and EtS and APC from the runs with energies, for each that has
+/// at least three node counts.
 pub fn questions(series: &Series) -> Vec<Question> {
-    let counts: Vec<u32> = History::new(&series.runs)
-        .points
-        .iter()
-        .map(|p| p.nodes)
-        .collect();
+    let mut out = Vec::new();
+    for (kind, nodes) in targets(&series.runs) {
+        let (training, held) = split(&series.runs, |o| o.nodes, kind, nodes);
+        out.push(Question {
+            metric: Metric::Tts,
+            kind,
+            nodes,
+            truth: mean(held.iter().map(|o| o.value)),
+            training,
+            metered: Vec::new(),
+        });
+    }
+    for metric in [Metric::Ets, Metric::Apc] {
+        let runs: Vec<Observation> = series
+            .metered
+            .iter()
+            .map(|m| m.observation(metric))
+            .collect();
+        for (kind, nodes) in targets(&runs) {
+            let (metered, held) = split(&series.metered, |m| m.nodes, kind, nodes);
+            out.push(Question {
+                metric,
+                kind,
+                nodes,
+                truth: mean(held.iter().map(|m| m.value(metric))),
+                training: metered.iter().map(|m| m.observation(metric)).collect(),
+                metered,
+            });
+        }
+    }
+    out
+}
+
+/// The node counts predicted in `runs`, if they have at least three: each
+/// interior one, then the largest.
+fn targets(runs: &[Observation]) -> Vec<(Kind, u32)> {
+    let counts: Vec<u32> = History::new(runs).points.iter().map(|p| p.nodes).collect();
     let m = counts.len();
     if m < 3 {
         return Vec::new();
     }
-    let targets = (1..m - 1)
+    (1..m - 1)
         .map(|i| (Kind::LeaveOneOut, counts[i]))
-        .chain([(Kind::Largest, counts[m - 1])]);
-    targets
-        .map(|(kind, nodes)| {
-            let (training, held): (Vec<Observation>, Vec<Observation>) =
-                series.runs.iter().partition(|o| match kind {
-                    Kind::LeaveOneOut => o.nodes != nodes,
-                    Kind::Largest => o.nodes < nodes,
-                });
-            let truth = held.iter().map(|o| o.value).sum::<f64>() / held.len() as f64;
-            Question {
-                kind,
-                nodes,
-                training,
-                truth,
-            }
-        })
+        .chain([(Kind::Largest, counts[m - 1])])
         .collect()
+}
+
+/// `items` split into what a question of `kind` at `nodes` trains on and
+/// what it holds out.
+fn split<T: Clone>(
+    items: &[T],
+    nodes_of: impl Fn(&T) -> u32,
+    kind: Kind,
+    nodes: u32,
+) -> (Vec<T>, Vec<T>) {
+    items.iter().cloned().partition(|item| match kind {
+        Kind::LeaveOneOut => nodes_of(item) != nodes,
+        Kind::Largest => nodes_of(item) < nodes,
+    })
+}
+
+fn mean(values: impl ExactSizeIterator<Item = f64>) -> f64 {
+    let count = values.len() as f64;
+    values.sum::<f64>() / count
 }
 
 /// Joulecast's TtS at `nodes` from the timed runs `training`, as an
@@ -181,19 +379,55 @@ pub fn questions(series: &Series) -> Vec<Question> {
 /// the answer served (reconciled with EtS and APC, fitted on the same runs
 /// with each node drawing `NODE_POWER_W`).
 pub fn joulecast(training: &[Observation], nodes: u32) -> Option<(Prediction, Prediction)> {
-    let models = Metric::ALL.map(|metric| {
+    predict(
+        Metric::ALL.map(|metric| with_power(training, metric)),
+        Metric::Tts,
+        nodes,
+    )
+}
+
+/// Joulecast's `metric` at `nodes` from the runs with energies `training`
+/// (EtS their energies, APC those over their durations, TtS the
+/// durations): the model's own prediction, and the answer served.
+pub fn joulecast_metered(
+    training: &[Metered],
+    metric: Metric,
+    nodes: u32,
+) -> Option<(Prediction, Prediction)> {
+    predict(
+        Metric::ALL.map(|m| training.iter().map(|run| run.observation(m)).collect()),
+        metric,
+        nodes,
+    )
+}
+
+/// `metric` at `nodes` from the histories of every metric (in the order of
+/// `Metric::ALL`), as an application with default settings: that metric's
+/// model alone, and reconciled with the others (`model::consistency`).
+fn predict(
+    histories: [Vec<Observation>; 3],
+    metric: Metric,
+    nodes: u32,
+) -> Option<(Prediction, Prediction)> {
+    let models = Metric::ALL.map(|m| {
         let options = FitOptions {
-            metric,
+            metric: m,
             mode: ScalingMode::Unknown,
             allowed_rmse_pct: model::DEFAULT_ALLOWED_RMSE_PCT,
         };
-        model::fit(&with_power(training, metric), options)
+        model::fit(&histories[m.index()], options)
     });
     let [Some(ets), Some(apc), Some(tts)] = &models else {
         return None;
     };
-    let [_, _, served] = consistency::predict([ets, apc, tts], nodes, Aggregate::Mean);
-    Some((tts.predict(nodes, Aggregate::Mean), served))
+    let models = [ets, apc, tts];
+    let served = consistency::predict(models, nodes, Aggregate::Mean)
+        .into_iter()
+        .nth(metric.index())?;
+    Some((
+        models[metric.index()].predict(nodes, Aggregate::Mean),
+        served,
+    ))
 }
 
 /// Every case of every series with at least three node counts.
@@ -201,7 +435,11 @@ pub fn run(series: &[Series]) -> Vec<Case> {
     let mut cases = Vec::new();
     for s in series {
         for q in questions(s) {
-            let Some((prediction, served)) = joulecast(&q.training, q.nodes) else {
+            let answer = match q.metric {
+                Metric::Tts => joulecast(&q.training, q.nodes),
+                metric => joulecast_metered(&q.metered, metric, q.nodes),
+            };
+            let Some((prediction, served)) = answer else {
                 continue;
             };
             let n = f64::from(q.nodes);
@@ -215,6 +453,7 @@ pub fn run(series: &[Series]) -> Vec<Case> {
             cases.push(Case {
                 dataset: s.dataset.clone(),
                 config: s.config.clone(),
+                metric: q.metric,
                 kind: q.kind,
                 nodes: q.nodes,
                 truth: q.truth,
@@ -243,9 +482,18 @@ fn with_power(runs: &[Observation], metric: Metric) -> Vec<Observation> {
         .collect()
 }
 
-/// Median % error per method over `cases` of `kind` that `keep` selects.
-pub fn medians(cases: &[Case], kind: Kind, keep: impl Fn(&Case) -> bool) -> Option<[f64; 5]> {
-    let chosen: Vec<&Case> = cases.iter().filter(|c| c.kind == kind && keep(c)).collect();
+/// Median % error per method over `cases` of `metric` and `kind` that
+/// `keep` selects.
+pub fn medians(
+    cases: &[Case],
+    metric: Metric,
+    kind: Kind,
+    keep: impl Fn(&Case) -> bool,
+) -> Option<[f64; 5]> {
+    let chosen: Vec<&Case> = cases
+        .iter()
+        .filter(|c| c.metric == metric && c.kind == kind && keep(c))
+        .collect();
     (!chosen.is_empty()).then(|| {
         std::array::from_fn(|k| median(&chosen.iter().map(|c| c.errors[k]).collect::<Vec<_>>()))
     })
@@ -271,43 +519,64 @@ pub fn to_markdown(cases: &[Case]) -> String {
         .map(|c| (c.dataset.as_str(), c.config.as_str()))
         .collect();
     groups.dedup();
-    for (kind, title) in [
-        (
-            Kind::LeaveOneOut,
-            "Leave one node count out: median % error of TtS",
-        ),
-        (
-            Kind::Largest,
-            "Largest node count from the smaller ones: % error of TtS",
-        ),
-    ] {
-        let _ = write!(out, "### {title}\n\n{header}");
-        let shown = |dataset: &str| {
-            groups.iter().filter(|g| g.0 == dataset).count() <= MAX_CONFIGURATIONS_SHOWN
-        };
-        for &(dataset, config) in groups.iter().filter(|g| shown(g.0)) {
-            let keep = |c: &Case| c.dataset == dataset && c.config == config;
-            if let Some(m) = medians(cases, kind, keep) {
-                let count = cases.iter().filter(|c| c.kind == kind && keep(c)).count();
-                let _ = writeln!(out, "| {dataset} | {config} | {count} | {} |", cells(m));
+    let mut datasets: Vec<&str> = groups.iter().map(|g| g.0).collect();
+    datasets.dedup();
+    let shown = |dataset: &str| {
+        groups.iter().filter(|g| g.0 == dataset).count() <= MAX_CONFIGURATIONS_SHOWN
+    };
+    let metrics = [Metric::Tts, Metric::Ets, Metric::Apc];
+    for metric in metrics
+        .into_iter()
+        .filter(|m| cases.iter().any(|c| c.metric == *m))
+    {
+        let name = label(metric);
+        for (kind, title) in [
+            (
+                Kind::LeaveOneOut,
+                format!("Leave one node count out: median % error of {name}"),
+            ),
+            (
+                Kind::Largest,
+                format!("Largest node count from the smaller ones: % error of {name}"),
+            ),
+        ] {
+            let _ = write!(out, "### {title}\n\n{header}");
+            let mut row = |first: &str, second: &str, keep: &dyn Fn(&Case) -> bool| {
+                if let Some(m) = medians(cases, metric, kind, keep) {
+                    let count = cases
+                        .iter()
+                        .filter(|c| c.metric == metric && c.kind == kind && keep(c))
+                        .count();
+                    let second = if second.is_empty() {
+                        " ".to_owned()
+                    } else {
+                        format!(" {second} ")
+                    };
+                    let _ = writeln!(out, "| {first} |{second}| {count} | {} |", cells(m));
+                }
+            };
+            for &(dataset, config) in groups.iter().filter(|g| shown(g.0)) {
+                row(dataset, config, &|c| {
+                    c.dataset == dataset && c.config == config
+                });
             }
-        }
-        let mut datasets: Vec<&str> = groups.iter().map(|g| g.0).collect();
-        datasets.dedup();
-        for dataset in datasets {
-            let keep = |c: &Case| c.dataset == dataset;
-            if let Some(m) = medians(cases, kind, keep) {
-                let count = cases.iter().filter(|c| c.kind == kind && keep(c)).count();
-                let _ = writeln!(out, "| **{dataset}** | all | {count} | {} |", cells(m));
+            for &dataset in &datasets {
+                row(&format!("**{dataset}**"), "all", &|c| c.dataset == dataset);
             }
+            row("**all**", "", &|_| true);
+            out.push('\n');
         }
-        if let Some(m) = medians(cases, kind, |_| true) {
-            let count = cases.iter().filter(|c| c.kind == kind).count();
-            let _ = writeln!(out, "| **all** | | {count} | {} |", cells(m));
-        }
-        out.push('\n');
     }
     out
+}
+
+/// How the report names `metric`.
+fn label(metric: Metric) -> &'static str {
+    match metric {
+        Metric::Ets => "EtS",
+        Metric::Apc => "APC",
+        Metric::Tts => "TtS",
+    }
 }
 
 #[cfg(test)]
@@ -334,16 +603,157 @@ mod tests {
     #[test]
     fn a_bad_line_is_named() {
         let dir = tempfile::tempdir().unwrap();
+        let write = |text: &str| std::fs::write(dir.path().join("x.csv"), text).unwrap();
+        let error = |text: &str| {
+            write(text);
+            load(dir.path(), &["x"]).unwrap_err()
+        };
+        let header = "app,config,nodes,repetition,time_s,energy_j\n";
+        for (line, expected) in [
+            (
+                "A,B,four,1,2,",
+                "x.csv:2: nodes: not a whole number of nodes from 1",
+            ),
+            (
+                "A,B,0,1,2,",
+                "x.csv:2: nodes: not a whole number of nodes from 1",
+            ),
+            (
+                "A,B,4,1,-2,",
+                "x.csv:2: time_s: not a positive number of seconds",
+            ),
+            (
+                "A,B,4,1,NaN,",
+                "x.csv:2: time_s: not a positive number of seconds",
+            ),
+            ("A,B,4", "x.csv:2: time_s: missing"),
+            ("A,B,4,1,2,0", "x.csv:2: energy_j: not a positive number"),
+        ] {
+            let got = error(&format!("{header}{line}\n"));
+            assert!(got.ends_with(expected), "{line}: {got}");
+        }
+        let got = error("app,config,nodes,repetition,seconds\nA,B,4,1,2\n");
+        assert!(got.ends_with("x.csv: no column `time_s`"), "{got}");
+        // A blank energy is a run whose energy was not measured.
+        write(&format!("{header}A,B,4,1,2,\nA,B,8,1,1,30\n"));
+        let series = load(dir.path(), &["x"]).unwrap();
+        assert_eq!(series[0].runs.len(), 2);
+        assert_eq!(series[0].metered.len(), 1);
+    }
+
+    #[test]
+    fn paths_give_every_run_table_by_its_columns_and_skip_other_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        // Columns by name, in any order, extra ones ignored; quoted cells
+        // and Windows line ends read as the same.
         std::fs::write(
-            dir.path().join("x.csv"),
-            "app,config,nodes,repetition,time_s\nA,B,four,1,2\n",
+            data.join("b_code.csv"),
+            "time_s,\"nodes\",extra,config\r\n10,1,x,\"c1\"\r\n5.5,2,y,c1\r\n3,4,z,c2\r\n\r\n",
         )
         .unwrap();
-        let error = load(dir.path(), &["x"]).unwrap_err();
+        std::fs::write(data.join("a_code.csv"), "config,nodes,time_s\nk,8,1\n").unwrap();
+        std::fs::write(data.join("provenance.csv"), "file,source\nb_code.csv,x\n").unwrap();
+        std::fs::write(data.join("notes.txt"), "not read").unwrap();
+        let single = dir.path().join("c.csv");
+        std::fs::write(&single, "config,nodes,time_s\nq,16,2\n").unwrap();
+
+        let loaded = load_paths(&[data.clone(), single.clone()]).unwrap();
+        let seen: Vec<(&str, &str, usize)> = loaded
+            .series
+            .iter()
+            .map(|s| (s.dataset.as_str(), s.config.as_str(), s.runs.len()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a_code", "k", 1),
+                ("b_code", "c1", 2),
+                ("b_code", "c2", 1),
+                ("c", "q", 1)
+            ]
+        );
+        assert_eq!(loaded.series[1].runs[1].nodes, 2);
+        assert_eq!(loaded.series[1].runs[1].value, 5.5);
+        assert_eq!(loaded.skipped.len(), 1, "{:?}", loaded.skipped);
+        assert!(loaded.skipped[0].ends_with("provenance.csv: no column `config`"));
+        // Named on its own, a file that is not a run table is an error.
+        let error = load_paths(&[data.join("provenance.csv")]).unwrap_err();
         assert!(
-            error.ends_with("x.csv:2: not app,config,nodes,repetition,time_s"),
+            error.ends_with("provenance.csv: no column `config`"),
             "{error}"
         );
+        let error = load_paths(&[dir.path().join("missing.csv")]).unwrap_err();
+        assert!(error.contains("missing.csv"), "{error}");
+        let empty = tempfile::tempdir().unwrap();
+        assert!(
+            load_paths(&[empty.path().to_owned()])
+                .unwrap_err()
+                .starts_with("no runs")
+        );
+    }
+
+    /// With energies (and the wall time they were measured over), EtS and
+    /// APC are graded too: on exact power laws every method through the
+    /// neighbours is exact, and Joulecast recovers them.
+    #[test]
+    fn energies_are_graded_as_ets_and_apc() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::from("app,config,nodes,repetition,time_s,energy_j,elapsed_s\n");
+        for n in [1u32, 2, 4, 8, 16, 32] {
+            let n_f = f64::from(n);
+            // The timed loop is a tenth of the job, which the energy covers;
+            // the job takes 1000·n^-0.8 s at 300 W per node.
+            let elapsed = 1000.0 * n_f.powf(-0.8);
+            let energy = 300.0 * n_f * elapsed;
+            for repetition in 1..=3 {
+                let _ = writeln!(
+                    text,
+                    "A,c,{n},{repetition},{},{energy},{elapsed}",
+                    elapsed / 10.0
+                );
+            }
+        }
+        std::fs::write(dir.path().join("e.csv"), text).unwrap();
+        let series = load(dir.path(), &["e"]).unwrap();
+        assert_eq!(series[0].metered.len(), 18);
+        let cases = run(&series);
+        for metric in [Metric::Tts, Metric::Ets, Metric::Apc] {
+            for kind in [Kind::LeaveOneOut, Kind::Largest] {
+                let of = |c: &&Case| c.metric == metric && c.kind == kind;
+                let expected = if kind == Kind::Largest { 1 } else { 4 };
+                assert_eq!(
+                    cases.iter().filter(of).count(),
+                    expected,
+                    "{metric:?} {kind:?}"
+                );
+                let m = medians(&cases, metric, kind, |_| true).unwrap();
+                assert!(m[0] < 0.01 && m[1] < 0.01, "{metric:?} {kind:?}: {m:?}");
+                assert!(m[2] < 0.01, "log-log neighbours: {m:?}");
+            }
+        }
+        // Truths are of the metric graded: the held-out job's energy and
+        // power, not the timed loop's.
+        let ets = cases
+            .iter()
+            .find(|c| c.metric == Metric::Ets && c.kind == Kind::Largest)
+            .unwrap();
+        let truth = 300.0 * 32.0 * 1000.0 * 32f64.powf(-0.8);
+        assert!((ets.truth - truth).abs() < 1e-6 * truth, "{}", ets.truth);
+        let apc = cases
+            .iter()
+            .find(|c| c.metric == Metric::Apc && c.kind == Kind::Largest)
+            .unwrap();
+        assert!((apc.truth - 300.0 * 32.0).abs() < 1e-6, "{}", apc.truth);
+        let report = to_markdown(&cases);
+        for title in [
+            "median % error of TtS",
+            "median % error of EtS",
+            "% error of APC",
+        ] {
+            assert!(report.contains(title), "{report}");
+        }
     }
 }
 
@@ -375,8 +785,8 @@ mod targets {
         let cases = run(&series);
         let report = to_markdown(&cases);
         let smooth = |c: &Case| SMOOTH.contains(&c.dataset.as_str());
-        let loo = medians(&cases, Kind::LeaveOneOut, smooth).unwrap();
-        let largest = medians(&cases, Kind::Largest, smooth).unwrap();
+        let loo = medians(&cases, Metric::Tts, Kind::LeaveOneOut, smooth).unwrap();
+        let largest = medians(&cases, Metric::Tts, Kind::Largest, smooth).unwrap();
         // The TtS model alone and as served, against log-log neighbours.
         const JOULECAST: [usize; 2] = [0, 1];
         const LOGLOG: usize = 2;
@@ -391,7 +801,7 @@ mod targets {
                     &[Kind::LeaveOneOut]
                 };
                 for &kind in kinds {
-                    let m = medians(&cases, kind, |c| c.dataset == dataset).unwrap();
+                    let m = medians(&cases, Metric::Tts, kind, |c| c.dataset == dataset).unwrap();
                     assert!(
                         m[j] <= m[LOGLOG] + 1e-9,
                         "{dataset} {kind:?}: {m:?}\n{report}"
@@ -399,7 +809,7 @@ mod targets {
                     checked += 1;
                 }
             }
-            let m = medians(&cases, Kind::LeaveOneOut, |_| true).unwrap();
+            let m = medians(&cases, Metric::Tts, Kind::LeaveOneOut, |_| true).unwrap();
             assert!(m[j] <= m[LOGLOG], "all: {m:?}\n{report}");
         }
         assert_eq!(checked, 22, "CASTEP, CP2K, NEMO and VASP are repeated");

@@ -102,10 +102,12 @@ pub struct AccuracyArgs {
     /// (histories measured once per count).
     #[arg(long)]
     pub one_run_per_count: bool,
-    /// Grade time-to-solution on the real ARCHER2 measurements in this
-    /// directory (tests/fixtures/archer2) instead of synthetic histories.
-    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "tests/fixtures/archer2")]
-    pub real: Option<PathBuf>,
+    /// Grade time-to-solution on real measurements instead of synthetic
+    /// histories: CSV files with the columns `config`, `nodes` and `time_s`
+    /// (one run per line; other columns are ignored), or directories of
+    /// them; without a path, the ARCHER2 data in tests/fixtures/archer2.
+    #[arg(long, value_name = "PATH", num_args = 0.., default_missing_value = "tests/fixtures/archer2")]
+    pub real: Option<Vec<PathBuf>>,
 }
 
 #[derive(Debug, Subcommand)]

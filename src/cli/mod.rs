@@ -35,13 +35,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Accuracy(args)) => {
-            if let Some(dir) = &args.real {
-                let series = crate::accuracy::real::load(dir, &crate::accuracy::real::DATASETS)
-                    .map_err(anyhow::Error::msg)?;
-                print!(
-                    "{}",
-                    crate::accuracy::real::to_markdown(&crate::accuracy::real::run(&series))
-                );
+            if let Some(paths) = &args.real {
+                let loaded =
+                    crate::accuracy::real::load_paths(paths).map_err(anyhow::Error::msg)?;
+                for skipped in &loaded.skipped {
+                    eprintln!("skipped {skipped}");
+                }
+                let cases = crate::accuracy::real::run(&loaded.series);
+                if cases.is_empty() {
+                    anyhow::bail!(
+                        "nothing to grade: no configuration has runs at three or more node counts"
+                    );
+                }
+                print!("{}", crate::accuracy::real::to_markdown(&cases));
             } else {
                 let runs = if args.one_run_per_count {
                     crate::accuracy::Runs::OnePerCount

@@ -26,7 +26,9 @@ async fn the_real_data_suite_grades_what_the_service_serves() {
     let series = real::load(&fixtures, &datasets).unwrap();
     let mut asked = 0;
     for s in &series {
+        // The fixtures give times only: TtS questions.
         for q in real::questions(s) {
+            assert_eq!(q.metric, joulecast::domain::Metric::Tts);
             let Some((_, served)) = real::joulecast(&q.training, q.nodes) else {
                 continue;
             };
