@@ -106,7 +106,13 @@ pub struct AccuracyArgs {
     /// histories: CSV files with the columns `config`, `nodes` and `time_s`
     /// (one run per line; other columns are ignored), or directories of
     /// them; without a path, the ARCHER2 data in tests/fixtures/archer2.
-    #[arg(long, value_name = "PATH", num_args = 0.., default_missing_value = "tests/fixtures/archer2")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        num_args = 0..,
+        default_missing_value = "tests/fixtures/archer2",
+        conflicts_with_all = ["apps", "seed", "one_run_per_count"]
+    )]
     pub real: Option<Vec<PathBuf>>,
 }
 
@@ -339,5 +345,30 @@ mod tests {
             panic!("expected token create");
         };
         assert_eq!(args.scopes, vec![Scope::Read, Scope::Ingest]);
+    }
+
+    #[test]
+    fn accuracy_real_takes_paths_and_defaults_to_the_fixtures() {
+        let real = |rest: &[&str]| {
+            let argv = ["joulecast", "accuracy"].iter().chain(rest);
+            Cli::try_parse_from(argv).map(|cli| match cli.command {
+                Some(Command::Accuracy(args)) => args.real,
+                _ => panic!("expected accuracy"),
+            })
+        };
+        assert_eq!(real(&[]).unwrap(), None);
+        assert_eq!(
+            real(&["--real"]).unwrap(),
+            Some(vec![PathBuf::from("tests/fixtures/archer2")])
+        );
+        assert_eq!(
+            real(&["--real", "a.csv", "dir"]).unwrap(),
+            Some(vec![PathBuf::from("a.csv"), PathBuf::from("dir")])
+        );
+        // The synthetic suite's settings mean nothing to real data.
+        for other in [["--seed", "2"], ["--apps", "10"]] {
+            assert!(real(&[&["--real"][..], &other[..]].concat()).is_err());
+        }
+        assert!(real(&["--real", "--one-run-per-count"]).is_err());
     }
 }
