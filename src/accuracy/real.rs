@@ -570,6 +570,39 @@ pub fn to_markdown(cases: &[Case]) -> String {
     out
 }
 
+/// Every case as CSV, one line each, for a closer look than the medians
+/// give: `dataset,config,metric,kind,nodes,truth,family`, then the % error
+/// of each of `METHODS` (`inf` where a method gave no answer).
+pub fn to_csv(cases: &[Case]) -> String {
+    let methods: Vec<String> = METHODS
+        .iter()
+        .map(|m| format!("error_pct_{}", m.to_lowercase().replace([' ', '-'], "_")))
+        .collect();
+    let mut out = format!(
+        "dataset,config,metric,kind,nodes,truth,family,{}\n",
+        methods.join(",")
+    );
+    for c in cases {
+        let kind = match c.kind {
+            Kind::LeaveOneOut => "leave_one_out",
+            Kind::Largest => "largest",
+        };
+        let errors: Vec<String> = c.errors.iter().map(|e| format!("{e:.4}")).collect();
+        let _ = writeln!(
+            out,
+            "{},{},{},{kind},{},{},{},{}",
+            c.dataset,
+            c.config,
+            c.metric.as_str(),
+            c.nodes,
+            c.truth,
+            c.family,
+            errors.join(",")
+        );
+    }
+    out
+}
+
 /// How the report names `metric`.
 fn label(metric: Metric) -> &'static str {
     match metric {
@@ -746,6 +779,23 @@ mod tests {
             .find(|c| c.metric == Metric::Apc && c.kind == Kind::Largest)
             .unwrap();
         assert!((apc.truth - 300.0 * 32.0).abs() < 1e-6, "{}", apc.truth);
+        let csv = to_csv(&cases);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 1 + cases.len());
+        assert_eq!(
+            lines[0],
+            "dataset,config,metric,kind,nodes,truth,family,error_pct_joulecast,\
+             error_pct_joulecast_as_served,error_pct_log_log_neighbours,\
+             error_pct_least_squares_line,error_pct_least_squares_power_law"
+        );
+        let row = lines
+            .iter()
+            .find(|l| l.contains(",ets,largest,"))
+            .expect("the EtS largest-count case");
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells[..5], ["e", "c", "ets", "largest", "32"]);
+        assert_eq!(cells[5].parse::<f64>().unwrap(), ets.truth);
+        assert_eq!(cells.len(), 12);
         let report = to_markdown(&cases);
         for title in [
             "median % error of TtS",

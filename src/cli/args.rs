@@ -114,6 +114,11 @@ pub struct AccuracyArgs {
         conflicts_with_all = ["apps", "seed", "one_run_per_count"]
     )]
     pub real: Option<Vec<PathBuf>>,
+    /// With --real: also write every case (data set, configuration, metric,
+    /// node count, truth, the family that answered, each method's % error)
+    /// to this CSV file.
+    #[arg(long, value_name = "FILE", requires = "real")]
+    pub cases: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -370,5 +375,10 @@ mod tests {
             assert!(real(&[&["--real"][..], &other[..]].concat()).is_err());
         }
         assert!(real(&["--real", "--one-run-per-count"]).is_err());
+        assert!(
+            real(&["--cases", "out.csv"]).is_err(),
+            "--cases needs --real"
+        );
+        assert!(real(&["--real", "--cases", "out.csv"]).is_ok());
     }
 }

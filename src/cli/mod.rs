@@ -47,6 +47,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         "nothing to grade: no configuration has runs at three or more node counts"
                     );
                 }
+                if let Some(file) = &args.cases {
+                    std::fs::write(file, crate::accuracy::real::to_csv(&cases))
+                        .with_context(|| format!("writing {}", file.display()))?;
+                }
                 print!("{}", crate::accuracy::real::to_markdown(&cases));
             } else {
                 let runs = if args.one_run_per_count {
