@@ -1,7 +1,7 @@
 //! The accuracy suites: the predictor against the truth beside simple
 //! baselines, on synthetic histories whose true curves are known
 //! (`synthetic`) and on real ARCHER2 measurements (`real`).
-//! `joulecast accuracy [--real]` prints the reports kept in docs/accuracy.md.
+//! `joulecast accuracy [--real [PATH]...]` prints the reports kept in docs/accuracy.md.
 
 pub mod real;
 pub mod synthetic;
