@@ -24,6 +24,7 @@ use super::{Baseline, error_pct, loglog_neighbours, median};
 use crate::model::{
     self, Aggregate, FitOptions, History, Metric, Observation, Prediction, ScalingMode, consistency,
 };
+use crate::validate;
 
 /// The data sets the suite reads, each `<name>.csv` with the columns
 /// `app,config,nodes,repetition,time_s[,…]`.
@@ -210,29 +211,27 @@ fn read(path: &Path) -> Result<Table, String> {
         let bad =
             |name: &str, reason: &str| format!("{}:{}: {name}: {reason}", path.display(), i + 1);
         let field = |k: usize| fields.get(at[k]).ok_or_else(|| bad(COLUMNS[k], "missing"));
+        // The service's own bounds: what it would refuse to store is no
+        // history to grade it on.
         let config = field(0)?.clone();
         let nodes = field(1)?
-            .parse::<u32>()
-            .ok()
-            .filter(|n| *n > 0)
-            .ok_or_else(|| bad("nodes", "not a whole number of nodes from 1"))?;
-        let value = field(2)?
-            .parse::<f64>()
-            .ok()
-            .filter(|t| t.is_finite() && *t > 0.0)
-            .ok_or_else(|| bad("time_s", "not a positive number of seconds"))?;
+            .parse::<i64>()
+            .map_err(|_| "must be a whole number".to_owned())
+            .and_then(validate::node_count)
+            .map_err(|reason| bad("nodes", &reason))?;
+        let positive = |cell: &String, name: &str| {
+            cell.parse::<f64>()
+                .map_err(|_| "must be a number".to_owned())
+                .and_then(|v| validate::positive(v).map(|()| v))
+                .map_err(|reason| bad(name, &reason))
+        };
+        let value = positive(field(2)?, COLUMNS[2])?;
         // Energy and its duration, where given: a blank cell is a run
         // whose energy was not measured.
         let [energy_j, elapsed_s] = optional.map(|at| {
             at.and_then(|k| fields.get(k))
                 .filter(|cell| !cell.is_empty())
         });
-        let positive = |cell: &String, name: &str| {
-            cell.parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite() && *v > 0.0)
-                .ok_or_else(|| bad(name, "not a positive number"))
-        };
         let metered = match energy_j {
             Some(energy) => Some(Metered {
                 nodes,
@@ -642,28 +641,39 @@ mod tests {
             load(dir.path(), &["x"]).unwrap_err()
         };
         let header = "app,config,nodes,repetition,time_s,energy_j\n";
+        // The service's bounds (`validate`), with its reasons.
         for (line, expected) in [
-            (
-                "A,B,four,1,2,",
-                "x.csv:2: nodes: not a whole number of nodes from 1",
-            ),
+            ("A,B,four,1,2,", "x.csv:2: nodes: must be a whole number"),
             (
                 "A,B,0,1,2,",
-                "x.csv:2: nodes: not a whole number of nodes from 1",
+                "x.csv:2: nodes: must be between 1 and 1000000 (got 0)",
+            ),
+            (
+                "A,B,4294967295,1,2,",
+                "x.csv:2: nodes: must be between 1 and 1000000",
             ),
             (
                 "A,B,4,1,-2,",
-                "x.csv:2: time_s: not a positive number of seconds",
+                "x.csv:2: time_s: must be greater than 0 (got -2)",
+            ),
+            ("A,B,4,1,NaN,", "x.csv:2: time_s: must be a finite number"),
+            (
+                "A,B,4,1,5e-324,",
+                "x.csv:2: time_s: must be from 1e-100 to 1e100",
             ),
             (
-                "A,B,4,1,NaN,",
-                "x.csv:2: time_s: not a positive number of seconds",
+                "A,B,4,1,1e300,",
+                "x.csv:2: time_s: must be from 1e-100 to 1e100",
             ),
+            ("A,B,4,1,x,", "x.csv:2: time_s: must be a number"),
             ("A,B,4", "x.csv:2: time_s: missing"),
-            ("A,B,4,1,2,0", "x.csv:2: energy_j: not a positive number"),
+            (
+                "A,B,4,1,2,0",
+                "x.csv:2: energy_j: must be greater than 0 (got 0)",
+            ),
         ] {
             let got = error(&format!("{header}{line}\n"));
-            assert!(got.ends_with(expected), "{line}: {got}");
+            assert!(got.contains(expected), "{line}: {got}");
         }
         let got = error("app,config,nodes,repetition,seconds\nA,B,4,1,2\n");
         assert!(got.ends_with("x.csv: no column `time_s`"), "{got}");
