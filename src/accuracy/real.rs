@@ -378,33 +378,24 @@ fn mean(values: impl ExactSizeIterator<Item = f64>) -> f64 {
 /// the answer served (reconciled with EtS and APC, fitted on the same runs
 /// with each node drawing `NODE_POWER_W`).
 pub fn joulecast(training: &[Observation], nodes: u32) -> Option<(Prediction, Prediction)> {
-    predict(
-        Metric::ALL.map(|metric| with_power(training, metric)),
-        Metric::Tts,
-        nodes,
-    )
+    let metered: Vec<Metered> = training
+        .iter()
+        .map(|run| Metered {
+            nodes: run.nodes,
+            energy_j: NODE_POWER_W * f64::from(run.nodes) * run.value,
+            duration_s: run.value,
+        })
+        .collect();
+    joulecast_metered(&metered, Metric::Tts, nodes)
 }
 
 /// Joulecast's `metric` at `nodes` from the runs with energies `training`
 /// (EtS their energies, APC those over their durations, TtS the
-/// durations): the model's own prediction, and the answer served.
+/// durations), as an application with default settings: that metric's
+/// model alone, and the answer served (reconciled with the other two,
+/// `model::consistency`).
 pub fn joulecast_metered(
     training: &[Metered],
-    metric: Metric,
-    nodes: u32,
-) -> Option<(Prediction, Prediction)> {
-    predict(
-        Metric::ALL.map(|m| training.iter().map(|run| run.observation(m)).collect()),
-        metric,
-        nodes,
-    )
-}
-
-/// `metric` at `nodes` from the histories of every metric (in the order of
-/// `Metric::ALL`), as an application with default settings: that metric's
-/// model alone, and reconciled with the others (`model::consistency`).
-fn predict(
-    histories: [Vec<Observation>; 3],
     metric: Metric,
     nodes: u32,
 ) -> Option<(Prediction, Prediction)> {
@@ -414,19 +405,16 @@ fn predict(
             mode: ScalingMode::Unknown,
             allowed_rmse_pct: model::DEFAULT_ALLOWED_RMSE_PCT,
         };
-        model::fit(&histories[m.index()], options)
+        let history: Vec<Observation> = training.iter().map(|run| run.observation(m)).collect();
+        model::fit(&history, options)
     });
     let [Some(ets), Some(apc), Some(tts)] = &models else {
         return None;
     };
     let models = [ets, apc, tts];
-    let served = consistency::predict(models, nodes, Aggregate::Mean)
-        .into_iter()
-        .nth(metric.index())?;
-    Some((
-        models[metric.index()].predict(nodes, Aggregate::Mean),
-        served,
-    ))
+    let served = consistency::predict(models, nodes, Aggregate::Mean);
+    let k = metric.index();
+    Some((models[k].predict(nodes, Aggregate::Mean), served[k].clone()))
 }
 
 /// Every case of every series with at least three node counts.
@@ -462,23 +450,6 @@ pub fn run(series: &[Series]) -> Vec<Case> {
         }
     }
     cases
-}
-
-/// The observations of `metric` of the timed runs `runs`, each node drawing
-/// `NODE_POWER_W`: what a user would store as runs (`NODE_POWER_W` × nodes
-/// as `avg_power_w`, the time as `duration_s`).
-fn with_power(runs: &[Observation], metric: Metric) -> Vec<Observation> {
-    runs.iter()
-        .map(|run| {
-            let power = NODE_POWER_W * f64::from(run.nodes);
-            let value = match metric {
-                Metric::Ets => power * run.value,
-                Metric::Apc => power,
-                Metric::Tts => run.value,
-            };
-            Observation { value, ..*run }
-        })
-        .collect()
 }
 
 /// Median % error per method over `cases` of `metric` and `kind` that
