@@ -12,8 +12,10 @@
 //! score weighted towards leave-one-out, one beyond it by the best weighted
 //! towards the forward test, plus how far the family's prediction at twice
 //! the largest count moves between the leave-one-out refits (its jackknife
-//! standard error, `SPREAD_WEIGHT`): an extrapolation that hangs on one
-//! count is a guess, however well it happened to back-test. Scores within
+//! standard error, `SPREAD_WEIGHT`; for the interpolation at least what
+//! the noise of its two largest counts gives, `end_slope_error`): an
+//! extrapolation that hangs on one count is a guess, however well it
+//! happened to back-test. Scores within
 //! noise of the best are tied: among those, a candidate within the allowed
 //! %RMSE beats one outside it, then fewer parameters win (docs/model.md §2's
 //! rule), then the better score. So a model far outside the allowed %RMSE
@@ -104,7 +106,8 @@ pub struct Candidate {
     pub leave_one_out: Option<ErrorSummary>,
     /// The jackknife standard error of the family's prediction at twice the
     /// largest count, in % of it (in the logs), from the same refits as
-    /// `leave_one_out`: how much the extrapolation hangs on single counts.
+    /// `leave_one_out`: how much the extrapolation hangs on single counts;
+    /// for the interpolation at least `end_slope_error`.
     pub spread_pct: Option<f64>,
     /// The largest node counts, each predicted by the family fitted to the
     /// counts below it.
@@ -216,7 +219,7 @@ pub fn select(history: &History, options: &FitOptions, noise: Noise) -> Selectio
                 family,
                 fit,
                 allowed,
-                leave_one_out(family, history, options, allowed, reference),
+                leave_one_out(family, history, options, noise, reference),
                 forward(family, history, options, allowed),
             ))
         })
@@ -419,15 +422,17 @@ struct LeaveOneOut {
 
 /// Each interior node count (at most `MAX_LEAVE_ONE_OUT`, evenly spread)
 /// predicted from the others, and the spread of those refits' predictions
-/// at `reference`; `None` without interior counts, or when the family
-/// fails on some reduced history.
+/// at `reference` (for the interpolation, at least what the noise of its
+/// end counts gives, `end_slope_error`); `None` without interior counts, or
+/// when the family fails on some reduced history.
 fn leave_one_out(
     family: Family,
     history: &History,
     options: &FitOptions,
-    allowed: f64,
+    noise: Noise,
     reference: f64,
 ) -> Option<LeaveOneOut> {
+    let allowed = noise.allowed_pct;
     let m = history.points.len();
     if m < 3 {
         return None;
@@ -452,7 +457,15 @@ fn leave_one_out(
     let (errors, logs): (Vec<f64>, Vec<f64>) = errors.into_iter().unzip();
     // Curves are positive wherever a query can ask, and `reference` is such
     // a count; a family that broke that could not be trusted beyond.
-    let spread = jackknife_error(&logs);
+    let mut spread = jackknife_error(&logs);
+    // Leaving interior counts out hardly moves the interpolation's end
+    // slope, which is what it extrapolates with: its spread is at least
+    // what the noise of the two end counts gives. Only where the jackknife
+    // measures every family's spread (two refits or more), lest the
+    // interpolation alone carry one.
+    if family == Family::Interpolation && logs.len() >= 2 {
+        spread = spread.max(end_slope_error(history, noise, reference));
+    }
     Some(LeaveOneOut {
         errors: ErrorSummary::new(errors)?,
         spread_pct: if spread.is_finite() {
@@ -461,6 +474,21 @@ fn leave_one_out(
             f64::INFINITY
         },
     })
+}
+
+/// The standard error, in the logs, of the power law through the two
+/// largest counts a and b evaluated at `reference` (the interpolation's
+/// extrapolation), when each count's mean carries the relative standard
+/// error of `noise`: ln y(r) = (1 + t) ln y_b − t ln y_a with
+/// t = ln(r / b) / ln(b / a), so s · √((1 + t)² + t²). 0 without repeated
+/// runs (the noise is then not known).
+fn end_slope_error(history: &History, noise: Noise, reference: f64) -> f64 {
+    let [a, b] = match history.points.as_slice() {
+        [.., a, b] => [a, b].map(|p| f64::from(p.nodes)),
+        _ => return 0.0,
+    };
+    let t = ((reference / b).ln() / (b / a).ln()).max(0.0);
+    noise.mean_error_pct / 100.0 * ((1.0 + t).powi(2) + t * t).sqrt()
 }
 
 /// The jackknife standard error of an estimate from its leave-one-out
@@ -743,6 +771,40 @@ mod tests {
         // Within the best score's standard error, the interpolation stays.
         candidates[0].score_error = [2.0; 2];
         assert_eq!(winner(&candidates, Regime::Inside, noisy, 200.0), 1);
+    }
+
+    #[test]
+    fn the_interpolation_extrapolates_with_the_noise_of_its_end_counts() {
+        // Three runs at each count, ±4 % about a power law: the means are
+        // known to about 2.3 %.
+        let observations: Vec<Observation> = POWERS
+            .iter()
+            .flat_map(|&n| {
+                [0.96, 1.0, 1.04].map(|e| Observation {
+                    nodes: n,
+                    value: 1000.0 * f64::from(n).powf(-0.9) * e,
+                    weight: 1.0,
+                })
+            })
+            .collect();
+        let h = History::new(&observations);
+        let noise = Noise::of(&h, 2.0);
+        assert!(noise.mean_error_pct > 2.0, "{noise:?}");
+        // At 512 nodes, from 128 and 256: t = 1, √5 standard errors.
+        let end = end_slope_error(&h, noise, 512.0);
+        assert!((end - 5f64.sqrt() * noise.mean_error_pct / 100.0).abs() < 1e-12);
+        let selection = select(&h, &options(Metric::Tts), noise);
+        let interpolation = candidate(&selection, Family::Interpolation);
+        // The refits without interior counts share its end slope, and
+        // hardly move its prediction at 512; the end counts' noise does.
+        assert!(interpolation.spread_pct.unwrap() >= 100.0 * end - 1e-9);
+        assert!(candidate(&selection, Family::PowerLaw).spread_pct.unwrap() < 100.0 * end);
+        // Without repeated runs the noise is not known: nothing is added.
+        let quiet = Noise {
+            mean_error_pct: 0.0,
+            ..noise
+        };
+        assert_eq!(end_slope_error(&h, quiet, 512.0), 0.0);
     }
 
     #[test]

@@ -181,7 +181,8 @@ pub struct CandidateInfo {
     pub forward: Option<HoldoutInfo>,
     /// How far the family's prediction at twice the largest count moves
     /// between the leave-one-out refits: their jackknife standard error, in
-    /// % of it; null without a leave-one-out test.
+    /// % of it (for the interpolation, at least what the noise of its two
+    /// largest counts' means gives); null without a leave-one-out test.
     pub spread_beyond_pct: Option<f64>,
     /// The weighted mean % error that ranks the families for a node count
     /// inside the measured range (0.8 × leave-one-out + 0.2 × forward mean
