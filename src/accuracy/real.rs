@@ -110,11 +110,7 @@ impl Metered {
 pub fn load(dir: &Path, datasets: &[&str]) -> Result<Vec<Series>, String> {
     let mut out = Vec::new();
     for &dataset in datasets {
-        let path = dir.join(format!("{dataset}.csv"));
-        match read(&path)? {
-            Table::Series(series) => out.extend(series),
-            Table::Other(reason) => return Err(format!("{}: {reason}", path.display())),
-        }
+        out.extend(read_series(&dir.join(format!("{dataset}.csv")))?);
     }
     Ok(out)
 }
@@ -138,10 +134,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Loaded, String> {
     let mut loaded = Loaded::default();
     for path in paths {
         if !path.is_dir() {
-            match read(path)? {
-                Table::Series(series) => loaded.series.extend(series),
-                Table::Other(reason) => return Err(format!("{}: {reason}", path.display())),
-            }
+            loaded.series.extend(read_series(path)?);
             continue;
         }
         let entries = std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -180,6 +173,14 @@ const COLUMNS: [&str; 3] = ["config", "nodes", "time_s"];
 /// The columns a run table may have: a run's energy, and the time it was
 /// measured over.
 const ENERGY_COLUMNS: [&str; 2] = ["energy_j", "elapsed_s"];
+
+/// One CSV file named on its own, which must be a run table.
+fn read_series(path: &Path) -> Result<Vec<Series>, String> {
+    match read(path)? {
+        Table::Series(series) => Ok(series),
+        Table::Other(reason) => Err(format!("{}: {reason}", path.display())),
+    }
+}
 
 /// One CSV file: the series of its configurations, the data set named after
 /// its stem.

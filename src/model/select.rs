@@ -291,11 +291,7 @@ fn winner(candidates: &[Candidate], regime: Regime, noise: Noise, reference: f64
         return ruled;
     }
     let r = regime as usize;
-    let Some(best) = candidates
-        .iter()
-        .filter(|c| c.score[r].is_finite())
-        .min_by(|a, b| a.score[r].total_cmp(&b.score[r]))
-    else {
+    let Some(best) = best(candidates, regime) else {
         return ruled;
     };
     // The back-tests are scored against the held-out counts' means, whose
@@ -318,19 +314,27 @@ fn winner(candidates: &[Candidate], regime: Regime, noise: Noise, reference: f64
         .unwrap_or(ruled)
 }
 
-/// The best score of `regime` and the tolerance within which others tie it.
-fn tie(candidates: &[Candidate], regime: Regime, noise: Noise) -> (f64, f64) {
+/// The candidate with the best finite score of `regime`, if any could be
+/// back-tested.
+fn best(candidates: &[Candidate], regime: Regime) -> Option<&Candidate> {
     let r = regime as usize;
     candidates
         .iter()
+        .filter(|c| c.score[r].is_finite())
         .min_by(|a, b| a.score[r].total_cmp(&b.score[r]))
-        .map_or((f64::INFINITY, 0.0), |best| {
-            let tolerance = (TIE_FRACTION * best.score[r])
-                .max(noise.tie_pct())
-                .max(best.score_error[r])
-                .max(TIE_FLOOR_PCT);
-            (best.score[r], tolerance)
-        })
+}
+
+/// The best score of `regime` and the tolerance within which others tie it
+/// (an infinite score when nothing could be back-tested).
+fn tie(candidates: &[Candidate], regime: Regime, noise: Noise) -> (f64, f64) {
+    let r = regime as usize;
+    best(candidates, regime).map_or((f64::INFINITY, 0.0), |best| {
+        let tolerance = (TIE_FRACTION * best.score[r])
+            .max(noise.tie_pct())
+            .max(best.score_error[r])
+            .max(TIE_FLOOR_PCT);
+        (best.score[r], tolerance)
+    })
 }
 
 /// Among the candidates with the best score of `regime` or within the tie
