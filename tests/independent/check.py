@@ -43,6 +43,11 @@ ap.add_argument("--noise", nargs=2, type=float, default=[0.005, 0.05], metavar=(
                 help="each application's run-to-run noise (relative, log-normal) is drawn "
                      "uniformly from LO to HI (default 0.005 0.05; docs/accuracy.md uses "
                      "0.04 0.10 for noisy histories)")
+ap.add_argument("--count-bias", type=float, default=0.0, metavar="SD",
+                help="a relative offset (log-normal, this SD; half of it for power) shared by "
+                     "all runs at one node count, as a node allocation or a network placement "
+                     "gives: repeated runs then understate how far the means stray from the "
+                     "curve (default 0: none)")
 ap.add_argument("--out", default=os.path.join(OUT, "report.md"))
 ap.add_argument("--cases", default=os.path.join(OUT, "cases.json"))
 args = ap.parse_args()
@@ -183,10 +188,14 @@ def truth(p, n):
 
 def runs_of(rng, p):
     runs = []
+    # A generator of its own, so that --count-bias 0 leaves the other draws as they were.
+    brng = random.Random(args.seed * 1000003 + p["idx"])
     for n in p["counts"]:
+        bt = math.exp(brng.gauss(0, args.count_bias)) if args.count_bias > 0 else 1.0
+        bp = math.exp(brng.gauss(0, args.count_bias / 2)) if args.count_bias > 0 else 1.0
         for _ in range(rng.randint(1, p["max_reps"])):
-            t = t_true(p, n) * math.exp(rng.gauss(0, p["sigma"]))
-            a = apc_true(p, n) * math.exp(rng.gauss(0, p["sigma_p"]))
+            t = t_true(p, n) * bt * math.exp(rng.gauss(0, p["sigma"]))
+            a = apc_true(p, n) * bp * math.exp(rng.gauss(0, p["sigma_p"]))
             out = rng.random() < 0.02
             if out:
                 t *= 1.3
