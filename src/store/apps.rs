@@ -87,10 +87,38 @@ pub async fn ensure_and_lock(conn: &mut PgConnection, tags: &[&str]) -> sqlx::Re
     .bind(tags)
     .fetch_all(&mut *conn)
     .await?;
-    Ok(BatchApps {
+    let mut apps = BatchApps {
         ids: rows.into_iter().map(|(id, tag)| (tag, id)).collect(),
         created,
-    })
+    };
+    // An application that existed when it was inserted (a job start created
+    // it) may have been removed since by a cancellation of that job
+    // (`remove_if_unused`), before the lock above. Insert those again, this
+    // time locking whatever row the insertion meets: ON CONFLICT DO UPDATE
+    // either inserts or locks, atomically, even against a concurrent delete.
+    let missing: Vec<&str> = tags
+        .iter()
+        .copied()
+        .filter(|tag| !apps.ids.contains_key(*tag))
+        .collect();
+    if !missing.is_empty() {
+        let rows: Vec<(i64, String, bool)> = sqlx::query_as(
+            "INSERT INTO applications AS a (tag)
+             SELECT tag FROM unnest($1::text[]) AS t(tag) ORDER BY tag
+             ON CONFLICT (tag) DO UPDATE SET tag = a.tag
+             RETURNING a.id, a.tag, (a.xmax = 0) AS created",
+        )
+        .bind(&missing)
+        .fetch_all(&mut *conn)
+        .await?;
+        for (id, tag, created) in rows {
+            if created {
+                apps.created.push(id);
+            }
+            apps.ids.insert(tag, id);
+        }
+    }
+    Ok(apps)
 }
 
 /// Remove applications created by this transaction that received no run after

@@ -141,6 +141,11 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
         (&runs[a].source, &runs[a].job_id).cmp(&(&runs[b].source, &runs[b].job_id))
     });
     let sorted: Vec<&NewRun> = order.iter().map(|&i| runs[i]).collect();
+    let app_ids = sorted
+        .iter()
+        .map(|r| apps.ids.get(r.app.as_str()).copied())
+        .collect::<Option<Vec<i64>>>()
+        .ok_or(sqlx::Error::RowNotFound)?;
 
     let created: Vec<(i64, String, String)> = sqlx::query_as(concat!(
         "WITH input AS (
@@ -199,7 +204,7 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
          )
          SELECT id, source, job_id FROM inserted"
     ))
-    .bind(sorted.iter().map(|r| apps.ids[r.app.as_str()]).collect::<Vec<i64>>())
+    .bind(app_ids)
     .bind(sorted.iter().map(|r| r.source.as_str()).collect::<Vec<_>>())
     .bind(sorted.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>())
     .bind(sorted.iter().map(|r| r.nodes).collect::<Vec<_>>())

@@ -659,3 +659,44 @@ async fn unreserved_jobs_are_counted_once_and_bad_reports_named() {
         .await
         .assert_problem(StatusCode::FORBIDDEN);
 }
+
+/// A run stored while the job start that created its application is being
+/// cancelled (which removes an application left without runs or jobs): the
+/// run is stored under a live application, never lost, never a 500.
+#[tokio::test]
+async fn a_run_racing_the_cancellation_that_removes_its_new_application_is_stored() {
+    let app = TestApp::new().await;
+    let rounds = 40;
+    for i in 0..rounds {
+        let name = format!("gc-{i}");
+        let start = json!({"source": "gc", "job_id": name, "app": name, "nodes": 1,
+                           "force": true});
+        let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        let path = format!("/v1/jobs/gc/{name}");
+        let cancel = app.call(Method::DELETE, &path, Some(&app.schedule), None);
+        let mut body = run(&name, &name, 1);
+        body["source"] = json!("gcr");
+        // Half of the rounds through the batch endpoint, which shares the path.
+        let store = async {
+            if i % 2 == 0 {
+                app.post("/v1/runs", &app.ingest, &body).await
+            } else {
+                app.post("/v1/runs/batch", &app.ingest, &json!({"runs": [body]}))
+                    .await
+            }
+        };
+        let (cancelled, stored) = tokio::join!(cancel, store);
+        assert!(cancelled.status.is_success(), "{:#}", cancelled.body);
+        assert!(
+            [StatusCode::CREATED, StatusCode::OK].contains(&stored.status),
+            "{} {:#}",
+            stored.status,
+            stored.body
+        );
+        let listed = app.get(&format!("/v1/apps/{name}"), &app.read).await;
+        assert_eq!(listed.status, StatusCode::OK, "{:#}", listed.body);
+        assert_eq!(listed.body["run_count"], 1, "{:#}", listed.body);
+    }
+    assert_eq!(app.run_count().await, rounds);
+}
