@@ -130,8 +130,10 @@ pub fn load_balance(times: &[f64]) -> Option<f64> {
     if max <= 0.0 {
         return None;
     }
-    let sum: f64 = times.iter().sum();
-    Some((sum / (times.len() as f64 * max)).clamp(0.0, 1.0))
+    // Each time over the maximum, then their mean: no sum or product of
+    // times, which could overflow for times near f64::MAX.
+    let sum: f64 = times.iter().map(|t| t / max).sum();
+    Some((sum / times.len() as f64).clamp(0.0, 1.0))
 }
 
 /// The measurements a fit can use: P finite and at least 1, value finite.
@@ -509,6 +511,16 @@ mod tests {
         assert_eq!(load_balance(&[0.0, 0.0]), None);
         assert_eq!(load_balance(&[1.0, -1.0]), None);
         assert_eq!(load_balance(&[1.0, f64::INFINITY]), None);
+    }
+
+    #[test]
+    fn load_balance_of_times_near_the_largest_float_does_not_overflow() {
+        // Their sum, or P times the maximum, is infinite.
+        assert_eq!(load_balance(&[1e308, 1e308]), Some(1.0));
+        assert_eq!(load_balance(&[f64::MAX, f64::MAX, f64::MAX]), Some(1.0));
+        assert_eq!(load_balance(&[1e308, 1.0]), Some(0.5));
+        let lb = load_balance(&[1.7e308, 1e-300]).unwrap();
+        assert!((lb - 0.5).abs() < 1e-12, "{lb}");
     }
 
     #[test]

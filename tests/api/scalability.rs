@@ -680,3 +680,24 @@ async fn heavy_requests_beyond_the_permits_are_refused_with_retry_after() {
     let reply = search(&app, body).await;
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
 }
+
+/// Compute times near the largest float: their sum overflows, their load
+/// balance does not (it was a 500, or a false "are all zero").
+#[tokio::test]
+async fn compute_times_near_the_largest_float_give_their_load_balance() {
+    let app = TestApp::new().await;
+    for (times, expected) in [([1e308, 1e308], 1.0), ([1.7e308, 1e-300], 0.5)] {
+        let body = json!({"measurements": [{"processes": 2, "compute_times": times,
+                                            "serialization": 1, "transfer": 1}]});
+        let reply = app
+            .post("/v1/apps/huge/efficiency", &app.ingest, &body)
+            .await;
+        assert!(reply.status.is_success(), "{:#}", reply.body);
+        let stored = &reply.body["measurements"][0];
+        assert!(
+            close(&stored["load_balance"], expected, 1e-9),
+            "{:#}",
+            reply.body
+        );
+    }
+}
