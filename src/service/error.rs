@@ -63,6 +63,17 @@ impl From<sqlx::Error> for Error {
                 tracing::warn!(%error, "database unavailable");
                 Error::Unavailable("the database is unavailable; retry later")
             }
+            // Undefined table, column or function (42P01, 42703, 42883): the
+            // schema is behind this build (started with --no-migrate before
+            // `joulecast migrate` ran). /readyz says so too.
+            sqlx::Error::Database(db)
+                if db
+                    .code()
+                    .is_some_and(|c| matches!(&*c, "42P01" | "42703" | "42883")) =>
+            {
+                tracing::error!(%error, "the database schema is not migrated");
+                Error::Unavailable("database migrations are not applied; retry later")
+            }
             // A deadlock or serialization failure between concurrent writes
             // (40P01, 40001): PostgreSQL rolled this one back; it may be retried.
             sqlx::Error::Database(_) if crate::store::is_retryable(&error) => {

@@ -40,6 +40,20 @@ async fn readiness_fails_without_migrations_and_without_a_database() {
         app.call(Method::GET, "/healthz", None, None).await.status,
         StatusCode::OK
     );
+    // Served with --no-migrate before `joulecast migrate`: the API answers 503
+    // like /readyz, never a 500 for the missing tables.
+    let reply = app
+        .call(Method::GET, "/v1/apps", Some("jc_anything"), None)
+        .await;
+    reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        reply.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("migrations"),
+        "{:#}",
+        reply.body
+    );
 
     pool.close().await;
     let reply = app.call(Method::GET, "/readyz", None, None).await;
