@@ -262,3 +262,51 @@ async fn capacity_questions_check_their_parameters() {
         .await
         .assert_problem(StatusCode::UNAUTHORIZED);
 }
+
+/// An application measured on tens of thousands of nodes: the default range
+/// (twice the largest count) would span more than the 100,000 counts a
+/// question may search; the default is kept within it rather than refused,
+/// and within the largest node count there is.
+#[tokio::test]
+async fn the_default_range_of_a_very_large_application_is_searchable() {
+    let app = TestApp::new().await;
+    for n in [1000, 5000, 20000, 60000, 600_000] {
+        let app_name = if n == 600_000 { "huge" } else { "big" };
+        app.ingest(&run(app_name, &format!("{app_name}-{n}"), n))
+            .await;
+    }
+    for path in [
+        "/v1/apps/big/optimal-nodes?objective=energy",
+        "/v1/apps/big/max-nodes?power_limit_w=1e7",
+        "/v1/apps/big/pareto",
+        "/v1/apps/big/pareto?min_nodes=50000",
+        "/v1/apps/huge/optimal-nodes?objective=time",
+    ] {
+        let reply = app.get(path, &app.read).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}: {:#}", reply.body);
+        let range = &reply.body["range"];
+        let (lo, hi) = (
+            range["min_nodes"].as_u64().unwrap(),
+            range["max_nodes"].as_u64().unwrap(),
+        );
+        assert!(hi - lo < 100_000 && hi <= 1_000_000, "{path}: {range}");
+        assert_eq!(
+            hi,
+            (lo + 99_999).min(120_000).min(1_000_000),
+            "{path}: {range}"
+        );
+    }
+    // The curve's default end is twice the largest count, within the limit.
+    let curve = app.get("/v1/apps/huge/curve?points=3", &app.read).await;
+    assert_eq!(curve.status, StatusCode::OK, "{:#}", curve.body);
+    let last = curve.body["curve"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["nodes"], 1_000_000, "{:#}", curve.body);
+    // The dashboard's page of the application reads the same default range.
+    let page = app.get("/ui/apps/big", &app.read).await;
+    assert_eq!(page.status, StatusCode::OK);
+}

@@ -30,8 +30,12 @@ use crate::validate::FieldError;
 /// Most node counts one question searches.
 pub const MAX_SEARCH_NODES: u32 = 100_000;
 
+/// The largest node count there is (`validate::MAX_NODES`).
+const MAX_NODES: u32 = crate::validate::MAX_NODES as u32;
+
 /// The node counts searched: `min_nodes` (default 1) to `max_nodes` (default
-/// twice the largest measured count).
+/// twice the largest measured count, at most 1,000,000 and at most 100,000
+/// counts from `min_nodes`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 pub struct SearchRange {
     pub min_nodes: u32,
@@ -58,8 +62,11 @@ pub(super) fn check_range(
     (min, max)
 }
 
-/// The range searched, once the history is known; refused (400) when it
-/// spans more than [`MAX_SEARCH_NODES`] counts.
+/// The range searched, once the history is known; refused (400) when the
+/// asked range spans more than [`MAX_SEARCH_NODES`] counts. The default
+/// upper end, twice the largest measured count, is kept within the node
+/// count's limit and that many counts above `min_nodes`: a default never
+/// refuses the question.
 pub(super) fn search_range(
     min: Option<u32>,
     max: Option<u32>,
@@ -71,7 +78,12 @@ pub(super) fn search_range(
         .unwrap_or(1);
     let min_nodes = min.unwrap_or(1);
     let max_nodes = max
-        .unwrap_or_else(|| largest.saturating_mul(2))
+        .unwrap_or_else(|| {
+            largest
+                .saturating_mul(2)
+                .min(MAX_NODES)
+                .min(min_nodes.saturating_add(MAX_SEARCH_NODES - 1))
+        })
         .max(min_nodes);
     if max_nodes - min_nodes >= MAX_SEARCH_NODES {
         return Err(ApiError::bad_request(

@@ -26,7 +26,7 @@ pub struct CurveParams {
     /// First node count (default 1).
     #[param(minimum = 1, maximum = 1_000_000)]
     pub from: Option<i64>,
-    /// Last node count (default twice the largest measured).
+    /// Last node count (default twice the largest measured, at most 1,000,000).
     #[param(minimum = 1, maximum = 1_000_000)]
     pub to: Option<i64>,
     /// Number of points, 2 to 1000 (default 50).
@@ -137,7 +137,13 @@ pub async fn get_curve(
     let model = &fitted.model;
     let largest = model.history.points.last().map_or(1, |p| p.nodes);
     let from = from.unwrap_or(1);
-    let to = to.unwrap_or_else(|| largest.saturating_mul(2)).max(from);
+    let to = to
+        .unwrap_or_else(|| {
+            largest
+                .saturating_mul(2)
+                .min(crate::validate::MAX_NODES as u32)
+        })
+        .max(from);
     let mut nodes: Vec<u32> = (0..points)
         .map(|i| {
             let fraction = i as f64 / (points - 1) as f64;

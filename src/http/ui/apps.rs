@@ -162,7 +162,7 @@ pub async fn detail(
                 }
             }
         }
-        p.hint { "Searched from 1 to twice the largest measured node count, as "
+        p.hint { "Searched from 1 to twice the largest measured node count (at most 100,000 counts), as "
             code { "GET /v1/apps/{app}/optimal-nodes" } " answers." }
         @for s in sections { (s) }
     };
