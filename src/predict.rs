@@ -303,7 +303,7 @@ impl Models {
 
     /// The model of `metric` for `app` as it is now.
     pub async fn model(
-        &self,
+        self: &Arc<Self>,
         pool: &PgPool,
         app: &AppRow,
         metric: Metric,
@@ -315,7 +315,7 @@ impl Models {
 
     /// The model of `app`'s APC normalised to the best node with `powers`.
     pub async fn best_node_apc(
-        &self,
+        self: &Arc<Self>,
         pool: &PgPool,
         app: &AppRow,
         powers: &Arc<NodePowers>,
@@ -330,7 +330,7 @@ impl Models {
     }
 
     async fn fitted(
-        &self,
+        self: &Arc<Self>,
         pool: &PgPool,
         app: &AppRow,
         kind: FitKind,
@@ -377,37 +377,63 @@ impl Models {
             mode: app.scaling_mode,
             allowed_rmse_pct,
         };
-        cell.get_or_try_init(|| {
-            Box::pin(async {
-                let observations = match powers {
-                    None => Observations::Stats(self.stats(pool, app, &entry).await?),
-                    Some(powers) => {
-                        self.run_loads.fetch_add(1, Ordering::Relaxed);
-                        let runs = store::runs::powers(pool, app.id).await?;
-                        Observations::BestNode(runs, powers.clone())
-                    }
-                };
-                self.fits.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("model_fits_total").increment(1);
-                fit(observations, options).await
-            })
-        })
-        .await
-        .cloned()
+        if let Some(fitted) = cell.get() {
+            return Ok(fitted.clone());
+        }
+        let init = {
+            let (models, pool, app) = (self.clone(), pool.clone(), app.clone());
+            let (powers, cell) = (powers.cloned(), cell.clone());
+            async move {
+                cell.get_or_try_init(|| {
+                    Box::pin(async {
+                        let observations = match powers {
+                            None => Observations::Stats(models.stats(&pool, &app, &entry).await?),
+                            Some(powers) => {
+                                models.run_loads.fetch_add(1, Ordering::Relaxed);
+                                let mut observations = Vec::new();
+                                store::runs::for_each_power(&pool, app.id, |run| {
+                                    observations.push(best_node_observation(&run, &powers));
+                                })
+                                .await?;
+                                Observations::BestNode(observations)
+                            }
+                        };
+                        models.fits.fetch_add(1, Ordering::Relaxed);
+                        metrics::counter!("model_fits_total").increment(1);
+                        fit(observations, options).await
+                    })
+                })
+                .await
+                .cloned()
+            }
+        };
+        if !cached {
+            // Not kept: nobody else could use it, so it ends with its request.
+            return init.await;
+        }
+        // A fit that is kept runs on a task of its own, so that it completes
+        // and is kept even when the request that started it times out or
+        // goes away; otherwise a fit slower than the request time-out would
+        // start afresh with every request and never finish. Requests asking
+        // meanwhile wait for the same fit.
+        tokio::spawn(init)
+            .await
+            .map_err(|e| PredictError::Fit(e.to_string()))?
     }
 }
 
 /// What a fit reads.
 enum Observations {
     Stats(Arc<Vec<StatsRow>>),
-    BestNode(Vec<RunPower>, Arc<NodePowers>),
+    /// Each run's APC as if on the best nodes (its node list not kept).
+    BestNode(Vec<Observation>),
 }
 
 impl Observations {
     fn is_empty(&self) -> bool {
         match self {
             Observations::Stats(rows) => rows.is_empty(),
-            Observations::BestNode(runs, _) => runs.is_empty(),
+            Observations::BestNode(observations) => observations.is_empty(),
         }
     }
 
@@ -416,9 +442,7 @@ impl Observations {
             Observations::Stats(rows) => {
                 model::History::from_stats(rows.iter().map(|r| r.of(metric)))
             }
-            Observations::BestNode(runs, powers) => {
-                model::History::new(&best_node_observations(runs, powers))
-            }
+            Observations::BestNode(observations) => model::History::new(observations),
         }
     }
 }
@@ -531,26 +555,22 @@ impl NodePowers {
     }
 }
 
-/// The runs' APC as if each had run on the best nodes (docs/model.md §3).
-pub fn best_node_observations(runs: &[RunPower], powers: &NodePowers) -> Vec<Observation> {
-    runs.iter()
-        .map(|r| {
-            let nodes = u32::try_from(r.nodes).unwrap_or(0);
-            let node_powers = r
-                .node_list
-                .as_deref()
-                .map(|l| powers.of(l))
-                .unwrap_or_default();
-            let best = bounds::normalise(r.avg_power_w, nodes, &node_powers, &powers.scale);
-            Observation {
-                nodes,
-                // Inconsistent samples could make the normalised power
-                // vanish; the predictor needs positive values.
-                value: best.max(1e-3 * r.avg_power_w),
-                weight: r.quality,
-            }
-        })
-        .collect()
+/// A run's APC as if it had run on the best nodes (docs/model.md §3).
+pub fn best_node_observation(run: &RunPower, powers: &NodePowers) -> Observation {
+    let nodes = u32::try_from(run.nodes).unwrap_or(0);
+    let node_powers = run
+        .node_list
+        .as_deref()
+        .map(|l| powers.of(l))
+        .unwrap_or_default();
+    let best = bounds::normalise(run.avg_power_w, nodes, &node_powers, &powers.scale);
+    Observation {
+        nodes,
+        // Inconsistent samples could make the normalised power
+        // vanish; the predictor needs positive values.
+        value: best.max(1e-3 * run.avg_power_w),
+        weight: run.quality,
+    }
 }
 
 #[cfg(test)]

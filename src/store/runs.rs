@@ -393,15 +393,25 @@ pub struct RunPower {
     pub node_list: Option<Vec<String>>,
 }
 
-/// All runs of an application with their node lists.
-pub async fn powers(executor: impl PgExecutor<'_>, app_id: i64) -> sqlx::Result<Vec<RunPower>> {
-    sqlx::query_as(
+/// All runs of an application with their node lists, each passed to `each`
+/// as it arrives: what is kept of them is the caller's choice, so that a
+/// history of millions of node names is never held at once.
+pub async fn for_each_power(
+    executor: impl PgExecutor<'_>,
+    app_id: i64,
+    mut each: impl FnMut(RunPower),
+) -> sqlx::Result<()> {
+    use futures_util::TryStreamExt;
+    let mut rows = sqlx::query_as::<_, RunPower>(
         "SELECT nodes, avg_power_w, quality, node_list
          FROM runs WHERE app_id = $1 ORDER BY nodes",
     )
     .bind(app_id)
-    .fetch_all(executor)
-    .await
+    .fetch(executor);
+    while let Some(run) = rows.try_next().await? {
+        each(run);
+    }
+    Ok(())
 }
 
 /// The run stored under a (source, job_id), if any.

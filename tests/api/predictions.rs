@@ -805,3 +805,72 @@ async fn fits_for_ever_new_allowed_rmse_values_run_one_at_a_time() {
         assert_eq!(reply.headers["retry-after"], "1");
     }
 }
+
+/// A fit slower than the request time-out: the request answers 503, but the
+/// fit goes on and is kept, so that a later request finds the model. Before,
+/// every request started the fit afresh and dropped it at its time-out, and
+/// a large enough history could never be predicted.
+#[tokio::test]
+async fn a_fit_outlasting_its_request_is_kept() {
+    let pool = crate::support::fresh_pool().await;
+    // Writes through a router with the usual time-out.
+    let writer = TestApp::with_router(
+        pool.clone(),
+        http::router(pool.clone(), Settings::default()),
+    )
+    .await;
+    // Forty node counts, one run each: a selection of many milliseconds in a
+    // test build.
+    let runs: Vec<Value> = (1..=40)
+        .map(|i| {
+            let n = i * 3;
+            let mut r = linear_run("slow-fit", &format!("s{n}"), n);
+            r["energy_j"] = json!(1000.0 + 100.0 * n as f64 + 30.0 * (n as f64).sqrt());
+            r
+        })
+        .collect();
+    let reply = writer
+        .post("/v1/runs/batch", &writer.ingest, &json!({"runs": runs}))
+        .await;
+    assert_eq!(reply.body["created"], 40, "{:#}", reply.body);
+
+    let settings = Settings {
+        request_timeout: std::time::Duration::from_millis(1),
+        ..Settings::default()
+    };
+    let state = http::AppState::new(pool.clone(), settings);
+    let hurried = TestApp {
+        router: http::router_from(state.clone()),
+        ..writer.clone()
+    };
+    let row = joulecast::store::apps::get(&pool, "slow-fit")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut timed_out = 0;
+    for _ in 0..200 {
+        if state.models.warm(&row, 2.0).is_some() {
+            break;
+        }
+        let reply = hurried
+            .get("/v1/apps/slow-fit/predictions?nodes=50", &hurried.read)
+            .await;
+        if reply.status == StatusCode::SERVICE_UNAVAILABLE {
+            timed_out += 1;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        timed_out > 0,
+        "no request timed out: the test shows nothing"
+    );
+    assert!(
+        state.models.warm(&row, 2.0).is_some(),
+        "the models were never kept ({timed_out} requests timed out)"
+    );
+    let (fits, _) = state.models.counters();
+    assert!(
+        fits <= 3,
+        "each metric fitted once, not once per request: {fits}"
+    );
+}
