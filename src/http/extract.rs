@@ -172,11 +172,66 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T>
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        axum::extract::Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|axum::extract::Path(value)| Path(value))
-            .map_err(|rejection| ApiError::bad_request("path", rejection.body_text()))
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Path(value)),
+            Err(rejection) => {
+                // Name the parameter: the key the error gives, or the route's
+                // only parameter (`/v1/runs/{id}`), else `path`.
+                let names: Vec<String> =
+                    axum::extract::RawPathParams::from_request_parts(parts, state)
+                        .await
+                        .map(|raw| raw.iter().map(|(name, _)| name.to_owned()).collect())
+                        .unwrap_or_default();
+                let (field, reason) = path_problem(&rejection, &names);
+                Err(ApiError::bad_request(&field, reason))
+            }
+        }
     }
+}
+
+/// The parameter a path rejection concerns, and why, in words.
+fn path_problem(
+    rejection: &axum::extract::rejection::PathRejection,
+    names: &[String],
+) -> (String, String) {
+    use axum::extract::path::ErrorKind;
+    use axum::extract::rejection::PathRejection;
+    let only = || match names {
+        [name] => name.clone(),
+        _ => "path".to_owned(),
+    };
+    let expected = |value: &str, expected_type: &str| match expected_type {
+        "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" | "usize" | "isize" => {
+            format!("must be a whole number (got {value:?})")
+        }
+        _ => format!("cannot be read as {expected_type} (got {value:?})"),
+    };
+    if let PathRejection::FailedToDeserializePathParams(error) = rejection {
+        match error.kind() {
+            ErrorKind::ParseErrorAtKey {
+                key,
+                value,
+                expected_type,
+            } => return (key.clone(), expected(value, expected_type)),
+            ErrorKind::ParseErrorAtIndex {
+                index,
+                value,
+                expected_type,
+            } => {
+                let name = names.get(*index).cloned().unwrap_or_else(only);
+                return (name, expected(value, expected_type));
+            }
+            ErrorKind::ParseError {
+                value,
+                expected_type,
+            } => return (only(), expected(value, expected_type)),
+            ErrorKind::InvalidUtf8InPathParam { key } => {
+                return (key.clone(), "is not valid UTF-8 once decoded".to_owned());
+            }
+            _ => {}
+        }
+    }
+    (only(), rejection.body_text())
 }
 
 /// Media type checks without another dependency: `type/subtype` before any

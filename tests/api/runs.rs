@@ -308,9 +308,22 @@ async fn get_run_answers_404_and_400() {
     app.get("/v1/runs/999", &app.read)
         .await
         .assert_problem(StatusCode::NOT_FOUND);
-    app.get("/v1/runs/abc", &app.read)
-        .await
-        .assert_problem(StatusCode::BAD_REQUEST);
+    // The path parameter is named, with the reason.
+    let reply = app.get("/v1/runs/abc", &app.read).await;
+    reply.assert_field_error(StatusCode::BAD_REQUEST, "id");
+    assert_eq!(
+        reply.body["errors"][0]["reason"], "must be a whole number (got \"abc\")",
+        "{:#}",
+        reply.body
+    );
+    app.call(
+        axum::http::Method::DELETE,
+        "/v1/tokens/1x",
+        Some(&app.admin),
+        None,
+    )
+    .await
+    .assert_field_error(StatusCode::BAD_REQUEST, "id");
 }
 
 #[tokio::test]
