@@ -346,3 +346,51 @@ async fn node_lists_and_times_are_kept() {
     let again = app.post("/v1/runs", &app.ingest, &body).await;
     assert_eq!(again.body["status"], "duplicate", "{:#}", again.body);
 }
+
+/// Every required field a run lacks is named at once, alone and in a batch.
+#[tokio::test]
+async fn every_missing_required_field_is_named() {
+    let app = TestApp::new().await;
+    let reply = app
+        .post(
+            "/v1/runs",
+            &app.ingest,
+            &json!({"app": "x", "nodes": 0, "duration_s": 10}),
+        )
+        .await;
+    reply.assert_problem(StatusCode::UNPROCESSABLE_ENTITY);
+    let mut fields = reply.error_fields();
+    fields.sort();
+    assert_eq!(fields, ["job_id", "source"], "{:#}", reply.body);
+
+    let reply = app
+        .post(
+            "/v1/runs/batch",
+            &app.ingest,
+            &json!({"runs": [run("x", "1", 2), {"duration_s": 10}], "atomic": true}),
+        )
+        .await;
+    reply.assert_problem(StatusCode::UNPROCESSABLE_ENTITY);
+    let mut fields = reply.error_fields();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "runs[1].app",
+            "runs[1].job_id",
+            "runs[1].nodes",
+            "runs[1].source"
+        ],
+        "{:#}",
+        reply.body
+    );
+    // Present but unreadable: the first such field, as before.
+    app.post(
+        "/v1/runs",
+        &app.ingest,
+        &json!({"app": "x", "source": "s", "job_id": "1", "nodes": "two"}),
+    )
+    .await
+    .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "nodes");
+    assert_eq!(app.run_count().await, 0);
+}

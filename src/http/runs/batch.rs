@@ -12,7 +12,7 @@ use crate::http::error::responses::{
     HeavyBusy, MalformedJson, NeedsIngest, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use crate::http::error::{ApiError, ApiResult, Problem, ProblemField};
-use crate::http::extract::{Json, from_json_value};
+use crate::http::extract::Json;
 use crate::ingest::{self, Outcome};
 use crate::service::runs;
 use crate::validate::{self, FieldError};
@@ -122,7 +122,7 @@ pub async fn create_batch(
                 .enumerate()
                 .map(|(i, value)| {
                     let prefix = format!("runs[{i}]");
-                    from_json_value::<RunInput>(value, &prefix).and_then(|run| {
+                    super::read_run(value, &prefix).and_then(|run| {
                         ingest::validate(run.into(), now).map_err(|errors| {
                             errors.into_iter().map(|e| e.nested(&prefix)).collect()
                         })

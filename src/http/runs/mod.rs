@@ -209,8 +209,9 @@ pub struct RunAccepted {
 pub async fn create_run(
     _: Authorized<auth::Ingest>,
     State(state): State<AppState>,
-    Json(input): Json<RunInput>,
+    Json(input): Json<serde_json::Value>,
 ) -> ApiResult<Response> {
+    let input = read_run(input, "").map_err(ApiError::Invalid)?;
     let run = ingest::validate(input.into(), Utc::now()).map_err(ApiError::Invalid)?;
     let (status, id) = runs::store_one(&state, run, "this (source, job_id)").await?;
     let row = runs::get(&state, id)
@@ -229,6 +230,36 @@ pub async fn create_run(
             .into_response(),
         RunStatus::Duplicate => (StatusCode::OK, body).into_response(),
     })
+}
+
+/// The fields a run cannot do without (`RunInput`'s).
+const REQUIRED: [&str; 4] = ["app", "source", "job_id", "nodes"];
+
+/// Read one run from its JSON, naming fields under `prefix` (none: top
+/// level). Every required field that is missing is named at once; otherwise
+/// the first field that cannot be read is.
+pub(super) fn read_run(
+    value: serde_json::Value,
+    prefix: &str,
+) -> Result<RunInput, Vec<crate::validate::FieldError>> {
+    if let Some(object) = value.as_object() {
+        let missing: Vec<_> = REQUIRED
+            .iter()
+            .filter(|name| !object.contains_key(**name))
+            .map(|name| {
+                let field = if prefix.is_empty() {
+                    (*name).to_owned()
+                } else {
+                    format!("{prefix}.{name}")
+                };
+                crate::validate::FieldError::new(field, format!("missing field `{name}`"))
+            })
+            .collect();
+        if !missing.is_empty() {
+            return Err(missing);
+        }
+    }
+    super::extract::from_json_value(value, prefix)
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
