@@ -268,6 +268,16 @@ async fn ensure_problem(request: Request, next: Next) -> Response {
         .headers
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
     parts.status = new_parts.status;
+    // A time-out (503) is worth retrying, as every other 503 and 429 says.
+    if matches!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+    ) {
+        parts.headers.insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_static(error::RETRY_AFTER_S),
+        );
+    }
     Response::from_parts(parts, body)
 }
 

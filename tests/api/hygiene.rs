@@ -291,6 +291,11 @@ async fn a_request_over_the_time_limit_is_a_503_problem() {
     let reply = hurried.call(Method::GET, "/readyz", None, None).await;
     reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(reply.body["type"], "urn:joulecast:problem:timeout");
+    assert_eq!(
+        reply.headers.get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..]),
+        "a time-out is worth retrying, as docs/deployment.md says"
+    );
     blocker.rollback().await.unwrap();
     let reply = hurried.call(Method::GET, "/readyz", None, None).await;
     assert_eq!(
