@@ -181,7 +181,8 @@ impl std::fmt::Display for EnergyBasis {
 pub struct EnergyCheck {
     pub fits: bool,
     pub account: Option<String>,
-    /// Whether the account has a budget; without one nothing limits it.
+    /// Whether the account has a budget in force now (a custom budget
+    /// outside its period is not); without one nothing limits it.
     pub budget: bool,
     /// What the budget has left: limit − consumed − committed, J.
     pub remaining_j: Option<f64>,
@@ -367,6 +368,20 @@ async fn energy_check(
         });
     };
     let standing = standing(conn, load, budget, now).await?;
+    if !super::budgets::in_force(standing.period_start, standing.period_end, now) {
+        // A custom period that has ended or not yet begun: the energy used
+        // now cannot count against it.
+        return Ok(EnergyCheck {
+            fits: true,
+            account: Some(standing.account),
+            budget: false,
+            remaining_j: None,
+            predicted_ets_j,
+            basis,
+            remaining_after_j: None,
+            period_end: Some(standing.period_end),
+        });
+    }
     let remaining_after_j = predicted_ets_j.map(|e| standing.remaining_j - e);
     Ok(EnergyCheck {
         fits: remaining_after_j.is_some_and(|r| r >= 0.0),
@@ -423,7 +438,7 @@ fn energy_reason(e: &EnergyCheck) -> String {
         e.remaining_j,
     ) {
         (false, ..) => "energy: no account given, so no budget applies".to_owned(),
-        (true, false, ..) => format!("energy: account {account} has no budget"),
+        (true, false, ..) => format!("energy: account {account} has no budget in force now"),
         (true, true, None, Some(remaining)) => format!(
             "energy: the application has no history and no time_limit_s was given, so its \
              energy cannot be bounded against the {remaining:.3e} J left in account \

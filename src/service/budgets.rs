@@ -220,6 +220,11 @@ pub async fn burn_down(service: &Service, account: &Account) -> Result<BurnDown>
     })
 }
 
+/// Whether a period [start, end) is in force at `now`.
+pub fn in_force(start: DateTime<Utc>, end: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    start <= now && now < end
+}
+
 /// Where the budget's account stands at `now`.
 pub async fn standing(
     conn: &mut PgConnection,
@@ -231,7 +236,10 @@ pub async fn standing(
     let (consumed_j, runs) = store::budgets::consumed(&mut *conn, &row.account, start, end).await?;
     let mut committed_j = 0.0;
     let mut unpredicted_jobs = 0;
-    for job in load.of_account(&row.account) {
+    // Jobs running now end now or later: in this period only if it is in
+    // force (a custom period may have ended, or not yet begun).
+    let counted = in_force(start, end, now);
+    for job in load.of_account(&row.account).filter(|_| counted) {
         let elapsed = (now - job.started_at).as_seconds_f64();
         match (job.predicted_ets_j, job.predicted_tts_s, job.time_limit_s) {
             (Some(ets), Some(tts), _) => {

@@ -225,3 +225,51 @@ async fn concurrent_budget_reads_with_a_cold_load_do_not_exhaust_the_pool() {
         assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     }
 }
+
+/// A custom budget whose period has ended, or not yet begun, does not count
+/// today's running jobs and does not refuse today's jobs: the energy used now
+/// cannot count against it.
+#[tokio::test]
+async fn a_budget_outside_its_period_neither_commits_nor_refuses() {
+    let app = TestApp::new().await;
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    let now = Utc::now();
+    for (account, from, to) in [
+        ("past", now - Duration::days(400), now - Duration::days(370)),
+        (
+            "future",
+            now + Duration::days(370),
+            now + Duration::days(400),
+        ),
+    ] {
+        let body = json!({"limit_j": 1.0e6, "period": "custom",
+                          "starts_at": from.to_rfc3339(), "ends_at": to.to_rfc3339()});
+        let reply = app
+            .put(&format!("/v1/budgets/{account}"), &app.admin, &body)
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        // A job far beyond the 1 MJ limit runs now (forced in).
+        let start = json!({"source": "s", "job_id": format!("big-{account}"), "app": "fresh",
+                           "nodes": 4, "account": account, "time_limit_s": 86_400,
+                           "force": true});
+        let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        let b = app
+            .get(&format!("/v1/budgets/{account}"), &app.read)
+            .await
+            .body;
+        assert_eq!(b["committed_j"], 0.0, "{b:#}");
+        assert_eq!(b["remaining_j"], 1.0e6, "{b:#}");
+        // Today's 1.2 MJ job is neither refused nor counted against it.
+        let ask = json!({"app": "lin", "nodes": 2, "account": account});
+        let reply = app.post("/v1/admission", &app.schedule, &ask).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert_eq!(reply.body["admit"], true, "{:#}", reply.body);
+        let start = json!({"source": "s", "job_id": format!("ok-{account}"), "app": "lin",
+                           "nodes": 2, "account": account});
+        let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+}
