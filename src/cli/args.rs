@@ -213,8 +213,10 @@ pub struct ServeArgs {
 
     /// The most client connections open at once (1 to 1,000,000). At the
     /// limit a new connection takes the place of the one idle longest, which
-    /// is closed; it waits only while every connection has a request in
-    /// flight. Each costs some 10 to 20 KiB of memory.
+    /// is closed (one opened within the last second that has not sent a
+    /// request yet is spared); it waits only while every connection has a
+    /// request in flight or is that new. Each costs some 10 to 20 KiB of
+    /// memory.
     #[arg(
         long,
         env = "JOULECAST_MAX_CONNECTIONS",
