@@ -143,6 +143,9 @@ pub fn router_from(state: AppState) -> Router {
                 .layer(middleware::from_fn(record_metrics))
                 .layer(middleware::from_fn(ensure_problem))
                 .layer(CatchPanicLayer::custom(panic_response))
+                .layer(middleware::from_fn(move |request: Request, next: Next| {
+                    refuse_declared_oversize(request, next, limit)
+                }))
                 .layer(TimeoutLayer::with_status_code(
                     StatusCode::SERVICE_UNAVAILABLE,
                     timeout,
@@ -279,6 +282,22 @@ async fn ensure_problem(request: Request, next: Next) -> Response {
         );
     }
     Response::from_parts(parts, body)
+}
+
+/// A body declared (Content-Length) larger than the limit is refused at
+/// once, before any of it is read: otherwise the request waits for a body
+/// it will refuse, until the time-out, and a client that sent `Expect:
+/// 100-continue` is invited to upload it.
+async fn refuse_declared_oversize(request: Request, next: Next, limit: usize) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return error::ApiError::PayloadTooLarge(limit).into_response();
+    }
+    next.run(request).await
 }
 
 fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {

@@ -299,6 +299,22 @@ async fn oversized_bodies_are_413() {
     let reply = app.post("/v1/runs", &app.ingest, &body).await;
     reply.assert_problem(StatusCode::PAYLOAD_TOO_LARGE);
     assert!(reply.body["detail"].as_str().unwrap().contains("1024"));
+
+    // Declared too large, and never sent: refused at once, not after the
+    // request time-out spent waiting for a body it would refuse.
+    let never_sent = futures_util::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/runs")
+        .header("authorization", format!("Bearer {}", app.ingest))
+        .header("content-type", "application/json")
+        .header("content-length", "100000")
+        .body(Body::from_stream(never_sent))
+        .unwrap();
+    let reply = tokio::time::timeout(std::time::Duration::from_secs(5), app.send(request))
+        .await
+        .expect("a body declared too large waited to be read");
+    reply.assert_problem(StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(app.run_count().await, 0);
 }
 
