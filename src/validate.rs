@@ -18,8 +18,12 @@ impl FieldError {
         }
     }
 
-    /// The same error, for a field nested under `prefix` (e.g. `runs[3]`).
+    /// The same error, for a field nested under `prefix` (e.g. `runs[3]`;
+    /// an empty prefix is the top level, and leaves the field as it is).
     pub fn nested(mut self, prefix: &str) -> Self {
+        if prefix.is_empty() {
+            return self;
+        }
         self.field = if self.field.is_empty() {
             prefix.to_owned()
         } else {
@@ -588,5 +592,6 @@ mod tests {
         let e = FieldError::new("nodes", "must be at least 1").nested("runs[2]");
         assert_eq!(e.field, "runs[2].nodes");
         assert_eq!(FieldError::new("", "x").nested("runs[0]").field, "runs[0]");
+        assert_eq!(FieldError::new("nodes", "x").nested("").field, "nodes");
     }
 }

@@ -63,12 +63,7 @@ pub fn from_json_value<T: DeserializeOwned>(
 ) -> Result<T, Vec<FieldError>> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let (field, reason) = field_and_reason(e.path(), e.inner().to_string());
-        let error = FieldError::new(field, reason);
-        vec![if prefix.is_empty() {
-            error
-        } else {
-            error.nested(prefix)
-        }]
+        vec![FieldError::new(field, reason).nested(prefix)]
     })
 }
 

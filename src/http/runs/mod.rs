@@ -247,12 +247,8 @@ pub(super) fn read_run(
             .iter()
             .filter(|name| !object.contains_key(**name))
             .map(|name| {
-                let field = if prefix.is_empty() {
-                    (*name).to_owned()
-                } else {
-                    format!("{prefix}.{name}")
-                };
-                crate::validate::FieldError::new(field, format!("missing field `{name}`"))
+                crate::validate::FieldError::new(*name, format!("missing field `{name}`"))
+                    .nested(prefix)
             })
             .collect();
         if !missing.is_empty() {
