@@ -237,7 +237,6 @@ impl Open {
         let tracked = Arc::new(Tracked {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             epoch: self.epoch,
-            opened_us: u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX),
             last_active_us: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             requested: AtomicBool::new(false),
@@ -260,16 +259,18 @@ impl Open {
     /// (and either answered once or open for `FRESH_GRACE`), to close; none
     /// if every connection is answering or new.
     fn evict_idlest(&self) {
-        let grace_us = u64::try_from(FRESH_GRACE.as_micros()).unwrap_or(u64::MAX);
-        let now_us = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let grace_us = micros(FRESH_GRACE);
+        let now_us = micros(self.epoch.elapsed());
         let connections = self.connections();
         let idlest = connections
             .values()
             .filter(|t| {
+                // Until its first request, its last activity is its opening.
                 t.in_flight.load(Ordering::Acquire) == 0
                     && !t.evicting.load(Ordering::Relaxed)
                     && (t.requested.load(Ordering::Acquire)
-                        || now_us.saturating_sub(t.opened_us) >= grace_us)
+                        || now_us.saturating_sub(t.last_active_us.load(Ordering::Relaxed))
+                            >= grace_us)
             })
             // The older connection first among equals.
             .min_by_key(|t| (t.last_active_us.load(Ordering::Relaxed), t.id));
@@ -285,8 +286,6 @@ impl Open {
 struct Tracked {
     id: u64,
     epoch: Instant,
-    /// When it opened, in µs since `epoch`.
-    opened_us: u64,
     /// When a request last began (or the connection opened), in µs since
     /// `epoch`.
     last_active_us: AtomicU64,
@@ -302,9 +301,14 @@ struct Tracked {
 
 impl Tracked {
     fn touch(&self) {
-        let us = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.last_active_us.store(us, Ordering::Relaxed);
+        self.last_active_us
+            .store(micros(self.epoch.elapsed()), Ordering::Relaxed);
     }
+}
+
+/// A duration in whole µs (saturating).
+fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }
 
 impl Drop for Tracked {
