@@ -34,6 +34,14 @@ pub fn check_nodes(
     validate::node_count(nodes).map_err(|reason| FieldError::new(field.to_string(), reason))
 }
 
+/// The last node count a curve or a capacity search reaches by default:
+/// twice the largest measured count, within the node count's limit.
+pub fn default_last_nodes(largest: u32) -> u32 {
+    largest
+        .saturating_mul(2)
+        .min(u32::try_from(validate::MAX_NODES).unwrap_or(u32::MAX))
+}
+
 pub fn check_allowed(
     field: &str,
     allowed: Option<f64>,

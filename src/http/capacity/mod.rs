@@ -30,9 +30,6 @@ use crate::validate::FieldError;
 /// Most node counts one question searches.
 pub const MAX_SEARCH_NODES: u32 = 100_000;
 
-/// The largest node count there is (`validate::MAX_NODES`).
-const MAX_NODES: u32 = crate::validate::MAX_NODES as u32;
-
 /// The node counts searched: `min_nodes` (default 1) to `max_nodes` (default
 /// twice the largest measured count, at most 1,000,000 and at most 100,000
 /// counts from `min_nodes`).
@@ -79,9 +76,7 @@ pub(super) fn search_range(
     let min_nodes = min.unwrap_or(1);
     let max_nodes = max
         .unwrap_or_else(|| {
-            largest
-                .saturating_mul(2)
-                .min(MAX_NODES)
+            crate::service::predictions::default_last_nodes(largest)
                 .min(min_nodes.saturating_add(MAX_SEARCH_NODES - 1))
         })
         .max(min_nodes);

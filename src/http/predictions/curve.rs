@@ -138,11 +138,7 @@ pub async fn get_curve(
     let largest = model.history.points.last().map_or(1, |p| p.nodes);
     let from = from.unwrap_or(1);
     let to = to
-        .unwrap_or_else(|| {
-            largest
-                .saturating_mul(2)
-                .min(crate::validate::MAX_NODES as u32)
-        })
+        .unwrap_or_else(|| crate::service::predictions::default_last_nodes(largest))
         .max(from);
     let mut nodes: Vec<u32> = (0..points)
         .map(|i| {
