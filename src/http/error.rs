@@ -172,18 +172,12 @@ fn count_fields(errors: &[FieldError]) -> String {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let unauthorized = matches!(self, ApiError::Unauthorized(_));
-        let retry = matches!(self, ApiError::Unavailable(_) | ApiError::Busy(_));
         let mut response = problem_response(self.into_problem());
         if unauthorized {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer realm=\"joulecast\""),
             );
-        }
-        if retry {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
         }
         response
     }
@@ -192,12 +186,19 @@ impl IntoResponse for ApiError {
 /// Seconds a client is asked to wait after a 429 or a 503.
 pub const RETRY_AFTER_S: &str = "1";
 
+/// A problem document as an answer; a 503 or a 429 (unavailable, timed
+/// out, busy) also asks the client to retry after `RETRY_AFTER_S`.
 pub fn problem_response(problem: Problem) -> Response {
     let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = (status, axum::Json(problem)).into_response();
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    if matches!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+    ) {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
+    }
     response
 }
 

@@ -266,21 +266,10 @@ async fn ensure_problem(request: Request, next: Next) -> Response {
     let (mut parts, _) = response.into_parts();
     let replacement = problem_response(problem_for_status(status));
     let (new_parts, body) = replacement.into_parts();
+    // The problem's own headers (its type, Retry-After) over the original's.
     parts.headers.remove(header::CONTENT_LENGTH);
-    parts
-        .headers
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    parts.headers.extend(new_parts.headers);
     parts.status = new_parts.status;
-    // A time-out (503) is worth retrying, as every other 503 and 429 says.
-    if matches!(
-        status,
-        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
-    ) {
-        parts.headers.insert(
-            header::RETRY_AFTER,
-            HeaderValue::from_static(error::RETRY_AFTER_S),
-        );
-    }
     Response::from_parts(parts, body)
 }
 
