@@ -22,7 +22,7 @@ use crate::cache::FastMap;
 use crate::model::bounds::{self, Scale};
 use crate::model::physics::Physics;
 use crate::model::{
-    self, FitOptions, Flag, Metric, Model, Observation, Prediction, ScalingMode, Source,
+    self, FitOptions, Flag, Metric, Model, NodeStats, Observation, Prediction, ScalingMode, Source,
 };
 use crate::store::{self, apps::AppRow, runs::RunPower, runs::RunQuantities, stats::StatsRow};
 use crate::telemetry::{self, Lookup, count_lookup};
@@ -82,6 +82,76 @@ struct AppModels {
     stats: OnceCell<Arc<Vec<StatsRow>>>,
     physics: OnceCell<Option<Arc<Physics>>>,
     fits: Mutex<FastMap<FitKey, Arc<OnceCell<Arc<Fitted>>>>>,
+    /// The best-node histories by scope (workload and partition), shared
+    /// with the entries of later versions: a new version reads only the runs
+    /// it adds.
+    best_node: BestNodeHistories,
+}
+
+type BestNodeHistories = Arc<Mutex<FastMap<u64, Arc<tokio::sync::Mutex<Option<BestNodeHistory>>>>>>;
+
+/// An application's APC normalised to the best nodes with one set of node
+/// powers (docs/nodes.md), as sufficient statistics per node count, and how
+/// far through the runs they go.
+///
+/// The normalisation depends on each run's node list and on the powers, so
+/// stored statistics cannot give it; but runs are never changed or removed,
+/// and those of one application are committed in id order (a batch locks
+/// its applications' rows before inserting, `store::apps::ensure_and_lock`,
+/// and takes its ids under that lock). While the powers stay the same, the
+/// runs after `last_run_id` are all that is new.
+#[derive(Debug)]
+struct BestNodeHistory {
+    powers_id: u64,
+    /// The largest run id folded in.
+    last_run_id: i64,
+    /// How many runs are folded in.
+    runs: i64,
+    by_nodes: std::collections::BTreeMap<u32, NodeStats>,
+}
+
+impl BestNodeHistory {
+    /// No run folded in yet.
+    fn new(powers_id: u64) -> BestNodeHistory {
+        BestNodeHistory {
+            powers_id,
+            last_run_id: i64::MIN,
+            runs: 0,
+            by_nodes: Default::default(),
+        }
+    }
+
+    /// Fold in the runs of application `app_id` stored after the last one
+    /// folded, counting them in `read`. A read that fails part way keeps
+    /// the runs it folded, in id order: the next one goes on from there.
+    async fn catch_up(
+        &mut self,
+        pool: &PgPool,
+        app_id: i64,
+        powers: &NodePowers,
+        read: &AtomicU64,
+    ) -> sqlx::Result<()> {
+        store::runs::for_each_power_after(pool, app_id, self.last_run_id, |run| {
+            read.fetch_add(1, Ordering::Relaxed);
+            self.fold(&run, powers);
+        })
+        .await
+    }
+
+    fn fold(&mut self, run: &RunPower, powers: &NodePowers) {
+        self.last_run_id = self.last_run_id.max(run.id);
+        self.runs += 1;
+        let o = best_node_observation(run, powers);
+        // What `History::new` keeps of an observation.
+        if !(o.value.is_finite() && o.value > 0.0 && o.weight > 0.0 && o.nodes > 0) {
+            return;
+        }
+        let stats = NodeStats::run(o.nodes, o.value, o.weight);
+        self.by_nodes
+            .entry(o.nodes)
+            .and_modify(|s| s.merge(&stats))
+            .or_insert(stats);
+    }
 }
 
 /// The models of all applications, shared by all requests.
@@ -89,6 +159,8 @@ pub struct Models {
     apps: Mutex<FastMap<i64, Arc<AppModels>>>,
     fits: AtomicU64,
     run_loads: AtomicU64,
+    /// Runs read (with their node lists) for best-node histories.
+    best_node_runs_read: AtomicU64,
     /// Counts uses of entries: a clock for least-recent eviction that costs
     /// no system clock read.
     uses: AtomicU64,
@@ -102,6 +174,7 @@ impl Default for Models {
             apps: Mutex::default(),
             fits: AtomicU64::default(),
             run_loads: AtomicU64::default(),
+            best_node_runs_read: AtomicU64::default(),
             uses: AtomicU64::default(),
             uncached: tokio::sync::Semaphore::new(1),
         }
@@ -179,6 +252,12 @@ impl Models {
         )
     }
 
+    /// How many runs best-node histories have read since start: each run
+    /// once per set of node powers.
+    pub fn best_node_runs_read(&self) -> u64 {
+        self.best_node_runs_read.load(Ordering::Relaxed)
+    }
+
     /// This version's entry of `app`, made afresh when the version changed.
     fn entry(&self, app: &AppRow) -> Arc<AppModels> {
         let version = Version {
@@ -187,26 +266,26 @@ impl Models {
         };
         let now = self.uses.fetch_add(1, Ordering::Relaxed);
         let mut apps = self.apps.lock().unwrap_or_else(|e| e.into_inner());
-        match apps.get(&app.id) {
+        let previous = match apps.get(&app.id) {
             Some(entry) if entry.version == version => {
                 entry.used_at.store(now, Ordering::Relaxed);
-                entry.clone()
+                return entry.clone();
             }
-            _ => {
-                if apps.len() >= MAX_APPS_IN_MEMORY {
-                    evict_least_recent(&mut apps);
-                }
-                let entry = Arc::new(AppModels {
-                    version,
-                    used_at: AtomicU64::new(now),
-                    stats: OnceCell::new(),
-                    physics: OnceCell::new(),
-                    fits: Mutex::default(),
-                });
-                apps.insert(app.id, entry.clone());
-                entry
-            }
+            previous => previous.map(|e| e.best_node.clone()),
+        };
+        if apps.len() >= MAX_APPS_IN_MEMORY {
+            evict_least_recent(&mut apps);
         }
+        let entry = Arc::new(AppModels {
+            version,
+            used_at: AtomicU64::new(now),
+            stats: OnceCell::new(),
+            physics: OnceCell::new(),
+            fits: Mutex::default(),
+            best_node: previous.unwrap_or_default(),
+        });
+        apps.insert(app.id, entry.clone());
+        entry
     }
 
     /// The history of this version of `app`, read once: its sufficient
@@ -244,6 +323,52 @@ impl Models {
             })
             .await?
             .clone())
+    }
+
+    /// `app`'s APC normalised to the best nodes with `powers`, per node
+    /// count: the statistics kept from the last read with the same powers and
+    /// the runs stored since, or, for new powers, every run read afresh
+    /// (streamed, one run in memory at a time).
+    async fn best_node_history(
+        &self,
+        pool: &PgPool,
+        app: &AppRow,
+        entry: &AppModels,
+        powers: &NodePowers,
+    ) -> Result<Vec<NodeStats>, PredictError> {
+        let history = entry
+            .best_node
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(powers.scope)
+            .or_default()
+            .clone();
+        // One reader per application and scope: the others wait for it and
+        // then find the runs folded in.
+        let mut slot = history.lock().await;
+        if slot.as_ref().is_some_and(|h| h.powers_id != powers.id) {
+            *slot = None;
+        }
+        let history = slot.get_or_insert_with(|| {
+            self.run_loads.fetch_add(1, Ordering::Relaxed);
+            BestNodeHistory::new(powers.id)
+        });
+        let read = &self.best_node_runs_read;
+        history.catch_up(pool, app.id, powers, read).await?;
+        // The application row was read before the runs: they hold at least
+        // its count, unless some run was missed (a sequence handing out ids
+        // out of commit order). Then read them all again.
+        if history.runs < app.run_count {
+            tracing::warn!(
+                app = %app.tag,
+                folded = history.runs,
+                runs = app.run_count,
+                "best-node history behind the runs; reading them all again"
+            );
+            *history = BestNodeHistory::new(powers.id);
+            history.catch_up(pool, app.id, powers, read).await?;
+        }
+        Ok(history.by_nodes.values().copied().collect())
     }
 
     /// The physics model of `app` (docs/model.md §4) for its declared scaling
@@ -388,15 +513,11 @@ impl Models {
                     Box::pin(async {
                         let observations = match powers {
                             None => Observations::Stats(models.stats(&pool, &app, &entry).await?),
-                            Some(powers) => {
-                                models.run_loads.fetch_add(1, Ordering::Relaxed);
-                                let mut observations = Vec::new();
-                                store::runs::for_each_power(&pool, app.id, |run| {
-                                    observations.push(best_node_observation(&run, &powers));
-                                })
-                                .await?;
-                                Observations::BestNode(observations)
-                            }
+                            Some(powers) => Observations::BestNode(
+                                models
+                                    .best_node_history(&pool, &app, &entry, &powers)
+                                    .await?,
+                            ),
                         };
                         models.fits.fetch_add(1, Ordering::Relaxed);
                         metrics::counter!("model_fits_total").increment(1);
@@ -425,15 +546,15 @@ impl Models {
 /// What a fit reads.
 enum Observations {
     Stats(Arc<Vec<StatsRow>>),
-    /// Each run's APC as if on the best nodes (its node list not kept).
-    BestNode(Vec<Observation>),
+    /// The runs' APC as if on the best nodes, per node count.
+    BestNode(Vec<NodeStats>),
 }
 
 impl Observations {
     fn is_empty(&self) -> bool {
         match self {
             Observations::Stats(rows) => rows.is_empty(),
-            Observations::BestNode(observations) => observations.is_empty(),
+            Observations::BestNode(stats) => stats.is_empty(),
         }
     }
 
@@ -442,7 +563,7 @@ impl Observations {
             Observations::Stats(rows) => {
                 model::History::from_stats(rows.iter().map(|r| r.of(metric)))
             }
-            Observations::BestNode(observations) => model::History::new(observations),
+            Observations::BestNode(stats) => model::History::from_stats(stats.iter().copied()),
         }
     }
 }

@@ -387,26 +387,30 @@ pub async fn quantities(
 /// A run's power and node list, for normalising history to the best node.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RunPower {
+    pub id: i64,
     pub nodes: i32,
     pub avg_power_w: f64,
     pub quality: f64,
     pub node_list: Option<Vec<String>>,
 }
 
-/// All runs of an application with their node lists, each passed to `each`
-/// as it arrives: what is kept of them is the caller's choice, so that a
-/// history of millions of node names is never held at once.
-pub async fn for_each_power(
+/// The runs of an application after run `after`, with their node lists, in
+/// id order, each passed to `each` as it arrives: what is kept of them is
+/// the caller's choice, so that a history of millions of node names is
+/// never held at once.
+pub async fn for_each_power_after(
     executor: impl PgExecutor<'_>,
     app_id: i64,
+    after: i64,
     mut each: impl FnMut(RunPower),
 ) -> sqlx::Result<()> {
     use futures_util::TryStreamExt;
     let mut rows = sqlx::query_as::<_, RunPower>(
-        "SELECT nodes, avg_power_w, quality, node_list
-         FROM runs WHERE app_id = $1 ORDER BY nodes",
+        "SELECT id, nodes, avg_power_w, quality, node_list
+         FROM runs WHERE app_id = $1 AND id > $2 ORDER BY id",
     )
     .bind(app_id)
+    .bind(after)
     .fetch(executor);
     while let Some(run) = rows.try_next().await? {
         each(run);

@@ -483,3 +483,88 @@ async fn best_node_models_are_refitted_only_when_node_powers_change() {
     assert_ne!(best[0], first);
     assert_eq!(models.counters(), (fitted.0 + 1, fitted.1 + 1));
 }
+
+/// After a new run, with the node powers unchanged, the best-node model is
+/// refitted from the statistics kept plus that one run, not from every run
+/// read again, and it is the model a fresh read of all the runs gives.
+#[tokio::test]
+async fn a_new_run_is_folded_into_the_best_node_history_without_reading_the_others() {
+    let pool = crate::support::fresh_pool().await;
+    let state = joulecast::http::AppState::new(pool.clone(), Default::default());
+    let models = state.models.clone();
+    let app = TestApp::with_router(pool.clone(), joulecast::http::router_from(state)).await;
+    with_bounded_app(&app).await;
+    let ask = "/v1/apps/bnd/predictions?nodes=3&metric=apc&workload=stress";
+    let best_w = |reply: crate::support::Reply| {
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert_eq!(reply.body["apc_bounds"]["source"], "model");
+        reply.body["apc_bounds"]["best_w"].as_f64().unwrap()
+    };
+    let first = best_w(app.get(ask, &app.read).await);
+    assert_eq!(models.best_node_runs_read(), 3, "every run, once");
+
+    let mut r = run("bnd", "j4b", 4);
+    r["avg_power_w"] = json!(1300.0);
+    r["energy_j"] = json!(130_000.0);
+    r["node_list"] = json!("n[1-4]");
+    app.ingest(&r).await;
+    let second = best_w(app.get(ask, &app.read).await);
+    assert_ne!(second, first, "the new run counts");
+    assert_eq!(models.best_node_runs_read(), 4, "only the new run was read");
+
+    // Another service on the same database reads every run afresh.
+    let fresh = joulecast::http::AppState::new(pool.clone(), Default::default());
+    let fresh_models = fresh.models.clone();
+    let other = TestApp::with_router(pool, joulecast::http::router_from(fresh)).await;
+    assert_eq!(best_w(other.get(ask, &other.read).await), second);
+    assert_eq!(fresh_models.best_node_runs_read(), 4);
+}
+
+/// Should a run ever be committed with an id below one already read (a
+/// sequence handing out ids out of commit order), the best-node history
+/// notices that it holds fewer runs than the application and reads them all.
+#[tokio::test]
+async fn a_run_committed_out_of_id_order_makes_the_best_node_history_read_every_run() {
+    let pool = crate::support::fresh_pool().await;
+    let state = joulecast::http::AppState::new(pool.clone(), Default::default());
+    let (models, caches) = (state.models.clone(), state.caches.clone());
+    let app = TestApp::with_router(pool.clone(), joulecast::http::router_from(state)).await;
+    with_bounded_app(&app).await;
+    let ask = "/v1/apps/bnd/predictions?nodes=3&metric=apc&workload=stress";
+    let best_w = |reply: crate::support::Reply| {
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        reply.body["apc_bounds"]["best_w"].as_f64().unwrap()
+    };
+    let first = best_w(app.get(ask, &app.read).await);
+    assert_eq!(models.best_node_runs_read(), 3);
+
+    // A run below every id read, with the application's count and version
+    // moved as a batch moves them (its statistics are left out: the
+    // best-node history does not read them).
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO runs (id, app_id, source, job_id, nodes, node_list, energy_j,
+                           avg_power_w, duration_s)
+         OVERRIDING SYSTEM VALUE
+         SELECT -1, id, 'clusterA', 'j-early', 4, ARRAY['n1','n2','n3','n4'], 130000, 1300, 100
+         FROM applications WHERE tag = 'bnd'",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    sqlx::query(
+        "UPDATE applications SET run_count = run_count + 1,
+                                 history_version = history_version + 1
+         WHERE tag = 'bnd'",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    // What the notification a batch sends does to the service's cache.
+    caches.forget_app("bnd");
+
+    let second = best_w(app.get(ask, &app.read).await);
+    assert_ne!(second, first, "the early run counts");
+    assert_eq!(models.best_node_runs_read(), 3 + 4, "all four read again");
+}
