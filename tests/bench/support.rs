@@ -103,7 +103,8 @@ fn nix_kill(pid: u32) -> std::io::Result<()> {
     }
 }
 
-/// The release binary on its embedded default in `data_dir`.
+/// The release binary (or `JOULECAST_BENCH_BIN`) on its embedded default
+/// in `data_dir`.
 pub fn start(data_dir: &Path) -> Server {
     Server::spawn(&[], data_dir)
 }
@@ -117,7 +118,11 @@ impl Server {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_joulecast"))
+        // `JOULECAST_BENCH_BIN` runs another build (to compare two commits
+        // on the same machine, one after the other).
+        let binary = std::env::var_os("JOULECAST_BENCH_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_joulecast").into());
+        let child = Command::new(binary)
             .env_remove("DATABASE_URL")
             .env("JOULECAST_DATA_DIR", data_dir)
             .env("JOULECAST_LOG", "warn")
