@@ -210,8 +210,8 @@ pub async fn ensure(conn: &mut PgConnection, tag: &str) -> sqlx::Result<AppRow> 
     get(&mut *conn, tag).await?.ok_or(sqlx::Error::RowNotFound)
 }
 
-/// Remove the applications among `ids` that have no run, no job and no
-/// settings: those a job start created for a name that never gave a run (the
+/// Remove the applications among `ids` that have no run, no job, no
+/// efficiency measurement and no settings: those a job start created for a name that never gave a run (the
 /// job was cancelled, or its run was stored under another name). Job names
 /// are free text, so without this every one would stay an application.
 /// Call under the admission lock, under which job starts create them.
@@ -234,6 +234,7 @@ pub async fn remove_if_unused(
                    AND a.scaling_mode = 'unknown' AND a.description = ''
                    AND a.allowed_rmse_pct IS NULL
                    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.app_id = a.id)
+                   AND NOT EXISTS (SELECT 1 FROM efficiency e WHERE e.app_id = a.id)
                  FOR UPDATE SKIP LOCKED
              )
              RETURNING tag

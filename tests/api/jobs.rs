@@ -700,3 +700,34 @@ async fn a_run_racing_the_cancellation_that_removes_its_new_application_is_store
     }
     assert_eq!(app.run_count().await, rounds);
 }
+
+/// An application that a job start created is removed when the job is
+/// cancelled without a run, but not when it holds efficiency measurements
+/// by then: those were acknowledged, and must stay.
+#[tokio::test]
+async fn cancelling_a_job_keeps_the_efficiency_measurements_of_its_new_application() {
+    let app = TestApp::new().await;
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "s", "job_id": "j1", "app": "eff-new", "nodes": 2}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let body = json!({"measurements": [
+        {"region": "solver", "processes": 2, "load_balance": 0.9,
+         "serialization": 0.9, "transfer": 0.95},
+    ]});
+    let reply = app
+        .post("/v1/apps/eff-new/efficiency", &app.ingest, &body)
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let reply = app
+        .call(Method::DELETE, "/v1/jobs/s/j1", Some(&app.schedule), None)
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT);
+    let reply = app.get("/v1/apps/eff-new/efficiency", &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["measurements"].as_array().unwrap().len(), 1);
+}
