@@ -250,99 +250,138 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     {
         return Err(already_finished(&source, &job_id));
     }
-    // Predicting may fit a model: done before the lock is taken. An unknown
-    // application is only created below, once the job is admitted.
+    // Predicting may fit a model: done before the lock is taken.
     let known = apps::find_known(service, &tag).await?;
     let estimate = estimate(service, known.as_deref(), nodes, &scope).await?;
+    // An unknown application is created now, on its own, before the lock:
+    // inserting a tag waits for a batch that is inserting the same one, and
+    // that batch takes the admission lock before it commits, so waiting for
+    // it under the lock would deadlock. A job not stored (refused, say)
+    // removes it again.
+    let created_app = match known {
+        Some(_) => None,
+        None => Some(
+            store::apps::ensure(&mut *service.pool.acquire().await?, &tag)
+                .await?
+                .id,
+        ),
+    };
     let now = Utc::now();
     let started_at = input.started_at.unwrap_or(now);
 
-    // The decision and the reservation, atomically: every job start takes
-    // the admission lock, so each sees the jobs stored before it.
+    let started: Result<Start> = async {
+        // The decision and the reservation, atomically: every job start takes
+        // the admission lock, so each sees the jobs stored before it.
+        let mut tx = service.pool.begin().await?;
+        let lock = store::power::lock_admission(&mut *tx).await?;
+        if let Some(row) = store::jobs::get(&mut *tx, &source, &job_id).await? {
+            return Ok(Start::Running {
+                job: Box::new(Job::from_row(row, now, service.settings.expiry)),
+                created: false,
+            });
+        }
+        // Under the lock, a run stored meanwhile, or an end reported before this
+        // start arrived, is seen: the job would otherwise never be released.
+        if store::runs::id_by_key(&mut *tx, &source, &job_id)
+            .await?
+            .is_some()
+        {
+            return Err(already_finished(&source, &job_id));
+        }
+        if let Some(ended_at) = store::jobs::ended_at(&mut *tx, &source, &job_id).await?
+            && started_at <= ended_at
+        {
+            return Err(Error::Conflict {
+                detail: format!(
+                    "job {} of {} was reported ended at {ended_at} while not running, \
+                     after this start ({started_at}); it was not stored",
+                    job_id, source
+                ),
+                errors: vec![FieldError::new(
+                    "job_id",
+                    "names a job whose end was reported before its start arrived",
+                )],
+            });
+        }
+        let candidate = Candidate {
+            app: &tag,
+            nodes,
+            scope: &scope,
+            account: account.as_deref(),
+            at: now,
+            time_limit_s: input.time_limit_s,
+        };
+        let load = store::power::load(&mut tx, service.settings.expiry).await?;
+        let admission = decide(&mut tx, &load, &candidate, &estimate, now).await?;
+        if !admission.admit && !input.force {
+            drop(tx);
+            count_decision(Asked::JobStart { stored: false }, &admission);
+            return Ok(Start::Refused(Box::new(admission)));
+        }
+        // Under the lock: an application left without runs or jobs is removed
+        // under it too (store::apps::remove_if_unused), so this one stays.
+        // Looked up before it is created: inserting a tag, even one that exists,
+        // waits for a batch that is updating its row, and that batch may be
+        // waiting for this lock. Only an application removed since it was found
+        // or created above (by a cancellation's clean-up) is created here.
+        let app = match store::apps::get(&mut *tx, &tag).await? {
+            Some(app) => app,
+            None => store::apps::ensure(&mut tx, &tag).await?,
+        };
+        let job = NewJob {
+            source: source.into(),
+            job_id: job_id.into(),
+            app_id: app.id,
+            nodes: i32::try_from(nodes).unwrap_or(i32::MAX),
+            node_list: scope.list,
+            partition: input.partition,
+            account: account.map(String::from),
+            started_at,
+            predicted_apc_w: estimate.apc_w,
+            predicted_ets_j: estimate.ets_j,
+            predicted_tts_s: estimate.tts_s,
+            reserved_w: estimate.reserved_w,
+            reserved_basis: estimate.basis,
+            time_limit_s: input.time_limit_s,
+        };
+        let (row, created) = store::jobs::insert(&mut tx, &lock, &job).await?;
+        tx.commit().await?;
+        service.caches.forget_load();
+        if created {
+            // A start reported again was counted the first time.
+            count_decision(Asked::JobStart { stored: true }, &admission);
+        }
+        let mut job = Job::from_row(row, Utc::now(), service.settings.expiry);
+        job.admission = Some(admission);
+        Ok(Start::Running {
+            job: Box::new(job),
+            created,
+        })
+    }
+    .await;
+    // A job that was not stored leaves the application created for it
+    // unused: remove it again, unless something else uses it by now.
+    if let Some(id) = created_app
+        && !matches!(started, Ok(Start::Running { .. }))
+        && let Err(e) = forget_unused_app(service, id).await
+    {
+        // What is left is an application without runs, which the next
+        // cancellation or refusal naming it removes.
+        tracing::warn!(error = %e, "could not remove the application created for a job not stored");
+    }
+    started
+}
+
+/// Remove application `id` if nothing uses it (`store::apps::remove_if_unused`).
+async fn forget_unused_app(service: &Service, id: i64) -> Result<()> {
     let mut tx = service.pool.begin().await?;
     let lock = store::power::lock_admission(&mut *tx).await?;
-    if let Some(row) = store::jobs::get(&mut *tx, &source, &job_id).await? {
-        return Ok(Start::Running {
-            job: Box::new(Job::from_row(row, now, service.settings.expiry)),
-            created: false,
-        });
-    }
-    // Under the lock, a run stored meanwhile, or an end reported before this
-    // start arrived, is seen: the job would otherwise never be released.
-    if store::runs::id_by_key(&mut *tx, &source, &job_id)
-        .await?
-        .is_some()
-    {
-        return Err(already_finished(&source, &job_id));
-    }
-    if let Some(ended_at) = store::jobs::ended_at(&mut *tx, &source, &job_id).await?
-        && started_at <= ended_at
-    {
-        return Err(Error::Conflict {
-            detail: format!(
-                "job {} of {} was reported ended at {ended_at} while not running, \
-                 after this start ({started_at}); it was not stored",
-                job_id, source
-            ),
-            errors: vec![FieldError::new(
-                "job_id",
-                "names a job whose end was reported before its start arrived",
-            )],
-        });
-    }
-    let candidate = Candidate {
-        app: &tag,
-        nodes,
-        scope: &scope,
-        account: account.as_deref(),
-        at: now,
-        time_limit_s: input.time_limit_s,
-    };
-    let load = store::power::load(&mut tx, service.settings.expiry).await?;
-    let admission = decide(&mut tx, &load, &candidate, &estimate, now).await?;
-    if !admission.admit && !input.force {
-        drop(tx);
-        count_decision(Asked::JobStart { stored: false }, &admission);
-        return Ok(Start::Refused(Box::new(admission)));
-    }
-    // Under the lock: an application left without runs or jobs is removed
-    // under it too (store::apps::remove_if_unused), so this one stays.
-    // Looked up before it is created: inserting a tag, even one that exists,
-    // waits for a batch that is updating its row, and that batch may be
-    // waiting for this lock.
-    let app = match store::apps::get(&mut *tx, &tag).await? {
-        Some(app) => app,
-        None => store::apps::ensure(&mut tx, &tag).await?,
-    };
-    let job = NewJob {
-        source: source.into(),
-        job_id: job_id.into(),
-        app_id: app.id,
-        nodes: i32::try_from(nodes).unwrap_or(i32::MAX),
-        node_list: scope.list,
-        partition: input.partition,
-        account: account.map(String::from),
-        started_at,
-        predicted_apc_w: estimate.apc_w,
-        predicted_ets_j: estimate.ets_j,
-        predicted_tts_s: estimate.tts_s,
-        reserved_w: estimate.reserved_w,
-        reserved_basis: estimate.basis,
-        time_limit_s: input.time_limit_s,
-    };
-    let (row, created) = store::jobs::insert(&mut tx, &lock, &job).await?;
+    let removed = store::apps::remove_if_unused(&mut tx, &lock, &[id]).await?;
     tx.commit().await?;
-    service.caches.forget_load();
-    if created {
-        // A start reported again was counted the first time.
-        count_decision(Asked::JobStart { stored: true }, &admission);
+    for tag in &removed {
+        service.caches.forget_app(tag);
     }
-    let mut job = Job::from_row(row, Utc::now(), service.settings.expiry);
-    job.admission = Some(admission);
-    Ok(Start::Running {
-        job: Box::new(job),
-        created,
-    })
+    Ok(())
 }
 
 fn already_finished(source: &str, job_id: &str) -> Error {

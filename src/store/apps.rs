@@ -211,10 +211,10 @@ pub async fn ensure(conn: &mut PgConnection, tag: &str) -> sqlx::Result<AppRow> 
 }
 
 /// Remove the applications among `ids` that have no run, no job, no
-/// efficiency measurement and no settings: those a job start created for a name that never gave a run (the
-/// job was cancelled, or its run was stored under another name). Job names
-/// are free text, so without this every one would stay an application.
-/// Call under the admission lock, under which job starts create them.
+/// efficiency measurement and no settings: those a job start created for a
+/// name that never gave a run (the job was refused or cancelled, or its run
+/// was stored under another name). Job names are free text, so without this
+/// every one would stay an application. Call under the admission lock.
 /// The tags removed (every replica is told, when the transaction commits).
 pub async fn remove_if_unused(
     conn: &mut PgConnection,

@@ -375,3 +375,24 @@ async fn concurrent_starts_cannot_overcommit_the_cap() {
         }
     }
 }
+
+/// A start refused for an application nobody has seen leaves no
+/// application behind: the one created for it is removed again.
+#[tokio::test]
+async fn a_refused_start_of_a_new_application_leaves_no_application() {
+    let app = cluster().await;
+    cap(&app, "site", json!({"limit_w": 1000.0})).await;
+    let job = json!({"source": "s", "job_id": "new-1", "app": "never-seen", "nodes": 8});
+    let reply = app.post("/v1/jobs", &app.schedule, &job).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
+    app.get("/v1/apps/never-seen", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    // Forced, it is stored, with its application.
+    let mut forced = job.clone();
+    forced["force"] = json!(true);
+    let reply = app.post("/v1/jobs", &app.schedule, &forced).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let reply = app.get("/v1/apps/never-seen", &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+}

@@ -731,3 +731,42 @@ async fn cancelling_a_job_keeps_the_efficiency_measurements_of_its_new_applicati
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     assert_eq!(reply.body["measurements"].as_array().unwrap().len(), 1);
 }
+
+/// Job starts and run batches arriving together for an application nobody
+/// has seen: the batch inserts the application and later takes the
+/// admission lock; a start must not hold that lock while it waits for the
+/// batch's insertion (a deadlock, answered 503 after PostgreSQL's detector
+/// broke it). Every start and every batch succeeds, with the runs counted
+/// once.
+#[tokio::test]
+async fn job_starts_and_batches_for_a_new_application_do_not_deadlock() {
+    let app = &TestApp::new().await;
+    for round in 0..12 {
+        let tag = format!("dl-{round}");
+        let tag = &tag;
+        let starts = (0..4).map(|k| {
+            let body = json!({"source": "dl", "job_id": format!("{round}-j{k}"),
+                              "app": tag, "nodes": 2, "force": true});
+            async move { app.post("/v1/jobs", &app.schedule, &body).await }
+        });
+        let batches = (0..4).map(|k| {
+            let runs: Vec<_> = (0..5)
+                .map(|i| run(tag, &format!("{round}-b{k}-{i}"), 1 + i % 4))
+                .collect();
+            let body = json!({ "runs": runs });
+            async move { app.post("/v1/runs/batch", &app.ingest, &body).await }
+        });
+        let (starts, batches) = tokio::join!(
+            futures_util::future::join_all(starts),
+            futures_util::future::join_all(batches)
+        );
+        for reply in &starts {
+            assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        }
+        for reply in &batches {
+            assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        }
+        let listed = app.get(&format!("/v1/apps/{tag}"), &app.read).await;
+        assert_eq!(listed.body["run_count"], 20, "{:#}", listed.body);
+    }
+}
