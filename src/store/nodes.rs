@@ -232,7 +232,9 @@ pub struct NodePowerRow {
 /// Each node's power under `workload` (of `partition` only, when given): the
 /// mean of its samples measured within `window_s` seconds before its latest
 /// sample, so that a node's figure reflects its recent state whenever its
-/// last campaign was.
+/// last campaign was. Summed in the order the samples were measured (one
+/// per node, workload and time), so that every plan and every replica gets
+/// the same bits: models are keyed by them.
 pub async fn powers(
     executor: impl PgExecutor<'_>,
     workload: &str,
@@ -244,7 +246,8 @@ pub async fn powers(
              SELECT node_id, max(measured_at) AS last
              FROM node_samples WHERE workload = $1 GROUP BY node_id
          )
-         SELECT n.name, avg(s.avg_power_w) AS power_w, count(*) AS samples,
+         SELECT n.name, avg(s.avg_power_w ORDER BY s.measured_at) AS power_w,
+                count(*) AS samples,
                 l.last AS last_measured_at
          FROM node_samples s
          JOIN latest l ON l.node_id = s.node_id

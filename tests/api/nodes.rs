@@ -568,3 +568,65 @@ async fn a_run_committed_out_of_id_order_makes_the_best_node_history_read_every_
     assert_ne!(second, first, "the early run counts");
     assert_eq!(models.best_node_runs_read(), 3 + 4, "all four read again");
 }
+
+/// A node's power is the mean of its samples, summed in the order they were
+/// measured: the same bits whatever plan PostgreSQL picks. (Summed in the
+/// order a plan delivers them, the last bits changed with the plan, so
+/// replicas disagreed on bounds by an ulp and dropped their best-node
+/// histories for nothing.)
+#[tokio::test]
+async fn node_powers_do_not_depend_on_the_query_plan() {
+    let pool = crate::support::fresh_pool().await;
+    let state = joulecast::http::AppState::new(pool.clone(), Default::default());
+    let app = TestApp::with_router(pool.clone(), joulecast::http::router_from(state)).await;
+    let nodes = 40;
+    for i in 0..nodes {
+        register(&app, &format!("fp{i:02}"), "batch", None).await;
+    }
+    // Sixty samples a node, of values whose sums round differently in
+    // different orders.
+    let mut x: u64 = 11;
+    for day in 0..60 {
+        let samples: Vec<Value> = (0..nodes)
+            .map(|i| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let watts = 180.0 + 70.0 * (x >> 11) as f64 / (1u64 << 53) as f64;
+                json!({"node": format!("fp{i:02}"), "workload": "stress", "avg_power_w": watts,
+                       "measured_at": (Utc::now() - Duration::hours(2 * day + 1)).to_rfc3339()})
+            })
+            .collect();
+        post_samples(&app, samples).await;
+    }
+    let mut seen = Vec::new();
+    for settings in [
+        "",
+        "SET LOCAL enable_hashagg = off; SET LOCAL enable_hashjoin = off",
+        "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; \
+         SET LOCAL enable_hashagg = off",
+        "SET LOCAL enable_seqscan = off",
+        "SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off",
+    ] {
+        let mut tx = pool.begin().await.unwrap();
+        for statement in settings.split(';').filter(|s| !s.trim().is_empty()) {
+            sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+        }
+        let rows = joulecast::store::nodes::powers(&mut *tx, "stress", None, 30.0 * 86_400.0)
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), nodes);
+        let bits: Vec<(String, u64)> = rows
+            .into_iter()
+            .map(|r| (r.name, r.power_w.to_bits()))
+            .collect();
+        seen.push((settings, bits));
+    }
+    for (settings, bits) in &seen[1..] {
+        let differing = bits.iter().zip(&seen[0].1).filter(|(a, b)| a != b).count();
+        assert_eq!(differing, 0, "{differing} nodes differ with `{settings}`");
+    }
+}
