@@ -29,6 +29,36 @@ pub enum NodeListDraft {
     Hostlist(String),
 }
 
+impl NodeListDraft {
+    /// As one host list: names are checked one by one (a name is not a
+    /// range: `cn[1-2]` is refused, not expanded), each problem under
+    /// `{field}[i]`, and joined by commas, which then expand to themselves.
+    pub fn as_hostlist(&self, field: &str, problems: &mut Vec<FieldError>) -> Cow<'_, str> {
+        match self {
+            NodeListDraft::Hostlist(list) => Cow::Borrowed(list),
+            NodeListDraft::Names(names) => {
+                for (i, name) in names.iter().enumerate() {
+                    if let Err(reason) = validate::node_name(name) {
+                        problems.push(FieldError::new(format!("{field}[{i}]"), reason));
+                    }
+                }
+                Cow::Owned(names.join(","))
+            }
+        }
+    }
+}
+
+/// The forms a node list takes in the API document: names, or one string in
+/// Slurm hostlist syntax.
+#[derive(utoipa::ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)] // Only describes the accepted forms.
+pub enum NodeListSchema {
+    Names(Vec<String>),
+    #[schema(example = "cn[01-04,07]")]
+    Hostlist(String),
+}
+
 /// A run as submitted, before validation.
 #[derive(Debug, Clone, Default)]
 pub struct RunDraft {

@@ -22,6 +22,7 @@ use super::power::IdleDraw;
 use super::predictions::{NodeScope, scope_nodes};
 use super::{Error, Result, Service, apps, power};
 use crate::domain::ReservedBasis;
+use crate::ingest::{NodeListDraft, NodeListSchema};
 use crate::store::{self, caps::CapRow, power::Load};
 use crate::validate::{self, Account, FieldError, Tag};
 
@@ -34,8 +35,10 @@ pub struct AdmissionInput {
     pub app: String,
     /// Node count; required unless `node_list` is given.
     pub nodes: Option<i64>,
-    /// The nodes it would run on (Slurm hostlist syntax).
-    pub node_list: Option<String>,
+    /// The nodes it would run on: names, or one string in Slurm hostlist syntax
+    /// (`"cn[01-04,07]"`).
+    #[schema(value_type = Option<NodeListSchema>)]
+    pub node_list: Option<NodeListDraft>,
     /// Checked against this partition's cap as well as the system's.
     pub partition: Option<String>,
     /// Checked against this account's energy budget.
@@ -55,7 +58,7 @@ pub struct AdmissionInput {
 pub(crate) struct JobShape<'a> {
     pub app: &'a str,
     pub nodes: Option<i64>,
-    pub node_list: Option<&'a str>,
+    pub node_list: Option<&'a NodeListDraft>,
     pub partition: Option<String>,
     pub account: Option<&'a str>,
     pub time_limit_s: Option<f64>,
@@ -80,11 +83,12 @@ impl JobShape<'_> {
         if let Some(Err(reason)) = self.time_limit_s.map(validate::time_limit) {
             problems.push(FieldError::new("time_limit_s", reason));
         }
+        let node_list = self.node_list.map(|l| l.as_hostlist("node_list", problems));
         let scope = NodeScope::check(
             service,
             self.workload,
             self.partition,
-            self.node_list,
+            node_list.as_deref(),
             "",
             problems,
         );
@@ -470,7 +474,7 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
     let shape = JobShape {
         app: &input.app,
         nodes: input.nodes,
-        node_list: input.node_list.as_deref(),
+        node_list: input.node_list.as_ref(),
         partition: input.partition,
         account: input.account.as_deref(),
         time_limit_s: input.time_limit_s,

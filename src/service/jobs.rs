@@ -13,7 +13,7 @@ use super::predictions::{AggregateName, Consistent, NodeScope, node_answers};
 use super::runs::store_one;
 use super::{Error, Result, Service, apps};
 use crate::domain::ReservedBasis;
-use crate::ingest::{self, NodeListDraft, RunDraft};
+use crate::ingest::{self, NodeListDraft, NodeListSchema, RunDraft};
 use crate::model::Metric;
 use crate::predict;
 use crate::store::power::Expiry;
@@ -39,8 +39,10 @@ pub struct JobInput {
     pub app: String,
     /// Node count; required unless `node_list` is given.
     pub nodes: Option<i64>,
-    /// The allocated nodes (Slurm hostlist syntax).
-    pub node_list: Option<String>,
+    /// The allocated nodes: names, or one string in Slurm hostlist syntax
+    /// (`"cn[01-04,07]"`).
+    #[schema(value_type = Option<NodeListSchema>)]
+    pub node_list: Option<NodeListDraft>,
     pub partition: Option<String>,
     pub account: Option<String>,
     /// Default now. As a run's start: from 1970 to a day after now.
@@ -224,7 +226,7 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     let shape = JobShape {
         app: &input.app,
         nodes: input.nodes,
-        node_list: input.node_list.as_deref(),
+        node_list: input.node_list.as_ref(),
         partition: input.partition.clone(),
         account: input.account.as_deref(),
         time_limit_s: input.time_limit_s,

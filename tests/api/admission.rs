@@ -93,6 +93,13 @@ async fn power_is_the_cap_against_the_draw_after_the_job() {
     assert_eq!(a["power"]["partition"], "batch");
     assert_eq!(a["power"]["cap_name"], "batch");
     assert!(close(&a["power"]["headroom_after_w"], -200.0));
+    // The same nodes as an array of names, as runs take them.
+    let same = admit(
+        &app,
+        json!({"app": "lin", "node_list": ["c1", "c2"], "partition": "batch"}),
+    )
+    .await;
+    assert_eq!(same["power"], a["power"], "{same:#}");
     let scopes = a["power"]["scopes"].as_array().unwrap();
     assert_eq!(scopes.len(), 2);
     assert_eq!(scopes[0]["fits"], false);
@@ -291,6 +298,15 @@ async fn bad_admission_questions_are_named() {
             "time_limit_s",
         ),
         (json!({"app": "lin", "node_list": "c[3-1]"}), "node_list"),
+        // A name is not a range.
+        (
+            json!({"app": "lin", "node_list": ["c1", "c[2-3]"]}),
+            "node_list[1]",
+        ),
+        (
+            json!({"app": "lin", "node_list": ["c1", "c1"]}),
+            "node_list",
+        ),
         (
             json!({"app": "lin", "nodes": 3, "node_list": "c[1-2]"}),
             "nodes",

@@ -173,6 +173,10 @@ async fn jobs_far_past_their_predicted_time_are_stale_and_bad_input_is_named() {
             json!({"source": "s", "job_id": "2", "app": "lin", "node_list": "n[2-1]"}),
             "node_list",
         ),
+        (
+            json!({"source": "s", "job_id": "2", "app": "lin", "node_list": ["n1", "n 2"]}),
+            "node_list[1]",
+        ),
         // Its run could never be stored (and its reservation would end past
         // year 9999, which RFC 3339 cannot write).
         (
@@ -769,4 +773,25 @@ async fn job_starts_and_batches_for_a_new_application_do_not_deadlock() {
         let listed = app.get(&format!("/v1/apps/{tag}"), &app.read).await;
         assert_eq!(listed.body["run_count"], 20, "{:#}", listed.body);
     }
+}
+
+/// A job's node list, like a run's, is an array of names or a host list.
+#[tokio::test]
+async fn a_job_start_takes_its_node_list_as_names_or_as_a_host_list() {
+    let app = TestApp::new().await;
+    for (job_id, list) in [("arr", json!(["n1", "n2"])), ("host", json!("n[3-4]"))] {
+        let body = json!({"source": "s", "job_id": job_id, "app": "nl", "node_list": list,
+                          "force": true});
+        let reply = app.post("/v1/jobs", &app.schedule, &body).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        assert_eq!(reply.body["nodes"], 2, "{:#}", reply.body);
+    }
+    let jobs = app.get("/v1/jobs", &app.read).await.body;
+    let lists: Vec<&serde_json::Value> = jobs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| &j["node_list"])
+        .collect();
+    assert_eq!(lists, [&json!(["n1", "n2"]), &json!(["n3", "n4"])]);
 }

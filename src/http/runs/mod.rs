@@ -19,19 +19,9 @@ use super::error::responses::{
 };
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Path, Query};
-use crate::ingest::{self, NodeListDraft, RunDraft};
+use crate::ingest::{self, NodeListDraft, NodeListSchema, RunDraft};
 use crate::service::runs;
 use crate::service::runs::RunRow;
-
-/// A node list: names, or one string in Slurm hostlist syntax.
-#[derive(ToSchema)]
-#[serde(untagged)]
-#[allow(dead_code)] // Only describes the accepted forms in the API document.
-pub enum NodeListSchema {
-    Names(Vec<String>),
-    #[schema(example = "cn[01-04,07]")]
-    Hostlist(String),
-}
 
 /// A finished run. Give at least two of `energy_j`, `avg_power_w` and
 /// `duration_s`; the third is derived (EtS = APC × TtS). If all three are
