@@ -27,8 +27,11 @@ use crate::model::{
 use crate::store::{self, apps::AppRow, runs::RunPower, runs::RunQuantities, stats::StatsRow};
 use crate::telemetry::{self, Lookup, count_lookup};
 
-/// Distinct allowed %RMSE values cached per application version; requests
-/// for more are answered without caching, so a client cannot grow memory.
+/// Fits kept per application version beside those with the application's
+/// own allowed %RMSE (always kept), for each kind: the metrics' (a client
+/// varying allowed_rmse_pct) and the best-node APC's (one per workload and
+/// partition asked). Fits beyond are answered without being kept, one at a
+/// time, so a client cannot grow memory.
 const MAX_FITS_PER_VERSION: usize = 32;
 /// Applications whose models are kept in memory at most; beyond, the half
 /// used least recently is dropped (and refitted if asked again).
@@ -42,8 +45,8 @@ pub enum PredictError {
     Database(#[from] sqlx::Error),
     #[error("the fit failed: {0}")]
     Fit(String),
-    /// An uncached fit (beyond `MAX_FITS_PER_VERSION` distinct allowed
-    /// %RMSE values) while another is under way.
+    /// A fit not kept (beyond `MAX_FITS_PER_VERSION` with an allowed %RMSE
+    /// other than the application's) while another is under way.
     #[error("too many fits with distinct allowed %RMSE values under way")]
     Busy,
 }
@@ -472,11 +475,18 @@ impl Models {
                     !matches!(k, FitKind::BestNodeApc { scope: s, id: i } if *s == scope && *i != id)
                 });
             }
+            let is_best_node = |k: &FitKind| matches!(k, FitKind::BestNodeApc { .. });
+            let room = || {
+                allowed_rmse_pct == allowed_rmse(app, None)
+                    || fits
+                        .keys()
+                        .filter(|(k, _)| is_best_node(k) == is_best_node(&kind))
+                        .count()
+                        < MAX_FITS_PER_VERSION
+            };
             match fits.get(&key) {
                 Some(cell) => (cell.clone(), true),
-                None if fits.len() < MAX_FITS_PER_VERSION => {
-                    (fits.entry(key).or_default().clone(), true)
-                }
+                None if room() => (fits.entry(key).or_default().clone(), true),
                 None => (Arc::new(OnceCell::new()), false),
             }
         };

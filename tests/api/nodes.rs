@@ -630,3 +630,41 @@ async fn node_powers_do_not_depend_on_the_query_plan() {
         assert_eq!(differing, 0, "{differing} nodes differ with `{settings}`");
     }
 }
+
+/// Bounds asked for many workloads keep a model each, and do not crowd out
+/// the models of plain predictions: every answer is 200, none a 429 from
+/// fits left uncached and run one at a time.
+#[tokio::test]
+async fn bounds_for_many_workloads_do_not_crowd_out_plain_predictions() {
+    let app = &TestApp::new().await;
+    with_bounded_app(app).await;
+    let workloads = 40;
+    let samples: Vec<Value> = (0..workloads)
+        .flat_map(|w| {
+            (1..=4).map(move |i| {
+                let mut s = sample(&format!("n{i}"), 180.0 + f64::from(10 * i + w), 5);
+                s["workload"] = json!(format!("wl{w}"));
+                s
+            })
+        })
+        .collect();
+    post_samples(app, samples).await;
+    let asks = (0..workloads).map(|w| async move {
+        app.get(
+            &format!("/v1/apps/bnd/predictions?nodes=3&metric=apc&workload=wl{w}"),
+            &app.read,
+        )
+        .await
+    });
+    for reply in futures_util::future::join_all(asks).await {
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert_eq!(reply.body["apc_bounds"]["source"], "model");
+    }
+    let plain = (1..=16).map(|n| async move {
+        app.get(&format!("/v1/apps/bnd/predictions?nodes={n}"), &app.read)
+            .await
+    });
+    for reply in futures_util::future::join_all(plain).await {
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    }
+}
