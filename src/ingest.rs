@@ -486,16 +486,28 @@ fn within_batch(differences: Vec<FieldError>, j: usize) -> Vec<FieldError> {
 /// are compared with a relative tolerance of 1e-9, so a resend that spells out
 /// the derived quantity still counts as the same run.
 fn differences(new: &NewRun, stored: &NewRun) -> Vec<FieldError> {
-    fn differ<T: PartialEq + std::fmt::Debug>(
+    fn differ<T: PartialEq + serde::Serialize>(
         out: &mut Vec<FieldError>,
         field: &str,
         new: T,
         stored: T,
     ) {
         if new != stored {
-            let reason = format!("stored value is {stored:?}, this one is {new:?}");
+            // As JSON, as the client wrote them.
+            let json = |v: &T| serde_json::to_string(v).unwrap_or_default();
+            let reason = format!(
+                "stored value is {}, this one is {}",
+                json(&stored),
+                json(&new)
+            );
             out.push(FieldError::new(field, reason));
         }
+    }
+    // A node list is a set: the same nodes in another order are the same.
+    fn sorted(list: &Option<Vec<String>>) -> Option<Vec<&str>> {
+        let mut names: Vec<&str> = list.as_ref()?.iter().map(String::as_str).collect();
+        names.sort_unstable();
+        Some(names)
     }
     // Equal within the tolerance compares as equal; otherwise the values themselves.
     fn quantity(new: f64, stored: f64) -> (f64, f64) {
@@ -508,7 +520,9 @@ fn differences(new: &NewRun, stored: &NewRun) -> Vec<FieldError> {
     let mut out = Vec::new();
     differ(&mut out, "app", &new.app, &stored.app);
     differ(&mut out, "nodes", new.nodes, stored.nodes);
-    differ(&mut out, "node_list", &new.node_list, &stored.node_list);
+    if sorted(&new.node_list) != sorted(&stored.node_list) {
+        differ(&mut out, "node_list", &new.node_list, &stored.node_list);
+    }
     for (field, n, s) in [
         ("energy_j", new.energy_j, stored.energy_j),
         ("avg_power_w", new.avg_power_w, stored.avg_power_w),

@@ -104,15 +104,36 @@ async fn resending_the_same_run_is_a_duplicate_and_different_values_a_conflict()
     other_app["energy_j"] = json!(4_800_000.0);
     let conflict = app.post("/v1/runs", &app.ingest, &other_app).await;
     conflict.assert_field_error(StatusCode::CONFLICT, "app");
+    // Values are shown as JSON, as the client wrote them.
+    assert_eq!(
+        conflict.body["errors"][0]["reason"],
+        r#"stored value is "lammps", this one is "gromacs""#
+    );
     app.get("/v1/apps/gromacs", &app.read)
         .await
         .assert_problem(StatusCode::NOT_FOUND);
 
-    assert_eq!(app.run_count().await, 1, "never double-counted");
-    let apps = app.get("/v1/apps/lammps", &app.read).await;
-    assert_eq!(apps.body["run_count"], 1);
+    // A node list is a set: the same nodes in another order are the same
+    // run; other nodes are not.
+    let mut listed = run("lammps", "78", 2);
+    listed["node_list"] = json!(["b1", "a1"]);
+    app.ingest(&listed).await;
+    listed["node_list"] = json!(["a1", "b1"]);
+    let reply = app.post("/v1/runs", &app.ingest, &listed).await;
+    assert_eq!(reply.body["status"], "duplicate", "{:#}", reply.body);
+    listed["node_list"] = json!("a[1-2]");
+    let conflict = app.post("/v1/runs", &app.ingest, &listed).await;
+    conflict.assert_field_error(StatusCode::CONFLICT, "node_list");
     assert_eq!(
-        apps.body["history_version"], 1,
+        conflict.body["errors"][0]["reason"],
+        r#"stored value is ["b1","a1"], this one is ["a1","a2"]"#
+    );
+
+    assert_eq!(app.run_count().await, 2, "never double-counted");
+    let apps = app.get("/v1/apps/lammps", &app.read).await;
+    assert_eq!(apps.body["run_count"], 2);
+    assert_eq!(
+        apps.body["history_version"], 2,
         "a duplicate changes no history"
     );
 }
