@@ -677,7 +677,7 @@ mod properties {
         #![proptest_config(ProptestConfig {
             cases: 256,
             failure_persistence: Some(Box::new(
-                proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
+                proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
             )),
             ..ProptestConfig::default()
         })]

@@ -574,7 +574,13 @@ impl Model {
         let n = f64::from(nodes);
         let regime = self.regime(nodes);
         let candidate = self.selection.winner(regime);
-        let value = candidate.curve.value(n);
+        // Beyond a steep history a curve can fall below the smallest normal
+        // float, where the interval's lower bound would round to zero, or
+        // rise past the largest, where its upper bound would be infinite.
+        let value = candidate
+            .curve
+            .value(n)
+            .clamp(f64::MIN_POSITIVE, f64::MAX / MAX_SPREAD);
         let (lo, hi) = self.history.range();
         let outside = if n < lo {
             (lo - n) / (hi - lo).max(lo)
@@ -603,7 +609,7 @@ impl Model {
             value,
             source: Source::Model,
             family: Some(candidate.family),
-            low: value / spread,
+            low: (value / spread).max(f64::MIN_POSITIVE),
             high: value * spread,
             flags,
         }
@@ -681,6 +687,41 @@ pub fn effective_allowed(history: &History, asked: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A power law through two counts far apart in value, asked far from
+    /// them: the value stays a positive finite float, inside a positive
+    /// finite interval (found by the property test below).
+    #[test]
+    fn steep_extrapolations_stay_positive_and_finite() {
+        let options = FitOptions {
+            metric: Metric::Tts,
+            mode: ScalingMode::Strong,
+            allowed_rmse_pct: 0.1,
+        };
+        for (other, query) in [(2968, 963_307), (3960, 3995)] {
+            let history = [
+                Observation {
+                    nodes: 3959,
+                    value: 0.001,
+                    weight: 0.01,
+                },
+                Observation {
+                    nodes: other,
+                    value: 359_906_928.107_121_8,
+                    weight: 0.01,
+                },
+            ];
+            let p = fit(&history, options)
+                .unwrap()
+                .predict(query, Aggregate::Mean);
+            assert!(p.value.is_finite() && p.value > 0.0, "{p:?}");
+            assert!(
+                p.low > 0.0 && p.low <= p.value && p.value <= p.high,
+                "{p:?}"
+            );
+            assert!(p.high.is_finite(), "{p:?}");
+        }
+    }
     use crate::model::{Metric, ScalingMode};
 
     #[test]
@@ -1075,7 +1116,7 @@ mod properties {
         #![proptest_config(ProptestConfig {
             cases: 64,
             failure_persistence: Some(Box::new(
-                proptest::test_runner::FileFailurePersistence::SourceParallel("proptest-regressions"),
+                proptest::test_runner::FileFailurePersistence::WithSource("proptest-regressions"),
             )),
             ..ProptestConfig::default()
         })]
