@@ -201,13 +201,20 @@ pub async fn list(
 }
 
 /// The application `tag`, created with default metadata if it does not exist
-/// (existing metadata is left alone).
+/// (existing metadata is left alone). An application removed between the
+/// insertion and the reading (`remove_if_unused`, for another job) is
+/// inserted again.
 pub async fn ensure(conn: &mut PgConnection, tag: &str) -> sqlx::Result<AppRow> {
-    sqlx::query("INSERT INTO applications (tag) VALUES ($1) ON CONFLICT (tag) DO NOTHING")
-        .bind(tag)
-        .execute(&mut *conn)
-        .await?;
-    get(&mut *conn, tag).await?.ok_or(sqlx::Error::RowNotFound)
+    for _ in 0..3 {
+        sqlx::query("INSERT INTO applications (tag) VALUES ($1) ON CONFLICT (tag) DO NOTHING")
+            .bind(tag)
+            .execute(&mut *conn)
+            .await?;
+        if let Some(app) = get(&mut *conn, tag).await? {
+            return Ok(app);
+        }
+    }
+    Err(sqlx::Error::RowNotFound)
 }
 
 /// Remove the applications among `ids` that have no run, no job, no
@@ -225,7 +232,11 @@ pub async fn remove_if_unused(
         return Ok(Vec::new());
     }
     // SKIP LOCKED: a row locked by a batch is gaining runs; waiting for it
-    // under the admission lock could deadlock with that batch.
+    // under the admission lock could deadlock with that batch. What uses an
+    // application is read from its row (run count, settings, the efficiency
+    // flag): a write that committed after this statement's snapshot changed
+    // the row, and PostgreSQL checks the conditions again on the row as it is
+    // now. Jobs are inserted under the admission lock, so all are seen.
     let query = format!(
         "WITH removed AS (
              DELETE FROM applications WHERE id IN (
@@ -234,7 +245,7 @@ pub async fn remove_if_unused(
                    AND a.scaling_mode = 'unknown' AND a.description = ''
                    AND a.allowed_rmse_pct IS NULL
                    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.app_id = a.id)
-                   AND NOT EXISTS (SELECT 1 FROM efficiency e WHERE e.app_id = a.id)
+                   AND NOT a.has_efficiency
                  FOR UPDATE SKIP LOCKED
              )
              RETURNING tag

@@ -35,6 +35,15 @@ pub async fn upsert(
     app_id: i64,
     measurements: &[NewMeasurement],
 ) -> sqlx::Result<usize> {
+    // On the application's row, where the clean-up of unused applications
+    // sees it even when it reads an older snapshot
+    // (`apps::remove_if_unused`).
+    sqlx::query(
+        "UPDATE applications SET has_efficiency = true WHERE id = $1 AND NOT has_efficiency",
+    )
+    .bind(app_id)
+    .execute(&mut *conn)
+    .await?;
     let mut created = 0;
     for m in measurements {
         let inserted: bool = sqlx::query_scalar(
