@@ -23,7 +23,10 @@ pub const MAX_BATCH: usize = 10_000;
 
 /// A node list as submitted: names, or Slurm hostlist syntax (`cn[01-04]`).
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "an array of node names, or one string in Slurm hostlist syntax"
+)]
 pub enum NodeListDraft {
     Names(Vec<String>),
     Hostlist(String),
@@ -31,14 +34,19 @@ pub enum NodeListDraft {
 
 impl NodeListDraft {
     /// As one host list: names are checked one by one (a name is not a
-    /// range: `cn[1-2]` is refused, not expanded), each problem under
-    /// `{field}[i]`, and joined by commas, which then expand to themselves.
+    /// range: `cn[1-2]` is refused, not expanded; none may repeat), each
+    /// problem under `{field}[i]`, and joined by commas, which then expand
+    /// to themselves.
     pub fn as_hostlist(&self, field: &str, problems: &mut Vec<FieldError>) -> Cow<'_, str> {
         match self {
             NodeListDraft::Hostlist(list) => Cow::Borrowed(list),
             NodeListDraft::Names(names) => {
+                let mut seen = std::collections::HashSet::new();
                 for (i, name) in names.iter().enumerate() {
                     if let Err(reason) = validate::node_name(name) {
+                        problems.push(FieldError::new(format!("{field}[{i}]"), reason));
+                    } else if !seen.insert(name) {
+                        let reason = format!("{name:?} is listed twice");
                         problems.push(FieldError::new(format!("{field}[{i}]"), reason));
                     }
                 }

@@ -83,7 +83,12 @@ impl JobShape<'_> {
         if let Some(Err(reason)) = self.time_limit_s.map(validate::time_limit) {
             problems.push(FieldError::new("time_limit_s", reason));
         }
+        let before = problems.len();
         let node_list = self.node_list.map(|l| l.as_hostlist("node_list", problems));
+        if problems.len() > before {
+            // Named name by name: the joined list would only repeat them.
+            return None;
+        }
         let scope = NodeScope::check(
             service,
             self.workload,

@@ -305,8 +305,9 @@ async fn bad_admission_questions_are_named() {
         ),
         (
             json!({"app": "lin", "node_list": ["c1", "c1"]}),
-            "node_list",
+            "node_list[1]",
         ),
+        (json!({"app": "lin", "node_list": ["c1", 2]}), "node_list"),
         (
             json!({"app": "lin", "nodes": 3, "node_list": "c[1-2]"}),
             "nodes",

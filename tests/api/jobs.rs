@@ -794,4 +794,17 @@ async fn a_job_start_takes_its_node_list_as_names_or_as_a_host_list() {
         .map(|j| &j["node_list"])
         .collect();
     assert_eq!(lists, [&json!(["n1", "n2"]), &json!(["n3", "n4"])]);
+
+    // Neither form: named, in words.
+    let body = json!({"source": "s", "job_id": "bad", "app": "nl", "node_list": [1, 2]});
+    let reply = app.post("/v1/jobs", &app.schedule, &body).await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "node_list");
+    assert!(
+        reply.body["errors"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("an array of node names, or one string in Slurm hostlist syntax"),
+        "{:#}",
+        reply.body
+    );
 }
