@@ -41,15 +41,7 @@ impl NodeListDraft {
         match self {
             NodeListDraft::Hostlist(list) => Cow::Borrowed(list),
             NodeListDraft::Names(names) => {
-                let mut seen = std::collections::HashSet::new();
-                for (i, name) in names.iter().enumerate() {
-                    if let Err(reason) = validate::node_name(name) {
-                        problems.push(FieldError::new(format!("{field}[{i}]"), reason));
-                    } else if !seen.insert(name) {
-                        let reason = format!("{name:?} is listed twice");
-                        problems.push(FieldError::new(format!("{field}[{i}]"), reason));
-                    }
-                }
+                problems.extend(check_node_names(names, field));
                 Cow::Owned(names.join(","))
             }
         }
@@ -181,16 +173,26 @@ fn check_node_list(errors: &mut Errors, list: &[String], nodes: Option<i64>) {
             format!("has {} names but nodes is {nodes}", list.len()),
         );
     }
+    for problem in check_node_names(list, "node_list") {
+        errors.add(&problem.field, problem.reason);
+    }
+}
+
+/// Each name of a node list on its own, under `{field}[i]`: a node name, and
+/// not one listed before.
+fn check_node_names(list: &[String], field: &str) -> Vec<FieldError> {
     let mut seen = std::collections::HashSet::new();
+    let mut problems = Vec::new();
     for (i, name) in list.iter().enumerate() {
-        errors.check(&format!("node_list[{i}]"), validate::node_name(name));
+        if let Err(reason) = validate::node_name(name) {
+            problems.push(FieldError::new(format!("{field}[{i}]"), reason));
+        }
         if !seen.insert(name) {
-            errors.add(
-                &format!("node_list[{i}]"),
-                format!("{name:?} is listed twice"),
-            );
+            let reason = format!("{name:?} is listed twice");
+            problems.push(FieldError::new(format!("{field}[{i}]"), reason));
         }
     }
+    problems
 }
 
 /// Apply EtS = APC × TtS: two of the three give the third; all three must agree.

@@ -145,8 +145,7 @@ impl BestNodeHistory {
         self.last_run_id = self.last_run_id.max(run.id);
         self.runs += 1;
         let o = best_node_observation(run, powers);
-        // What `History::new` keeps of an observation.
-        if !(o.value.is_finite() && o.value > 0.0 && o.weight > 0.0 && o.nodes > 0) {
+        if !o.is_usable() {
             return;
         }
         let stats = NodeStats::run(o.nodes, o.value, o.weight);

@@ -130,12 +130,12 @@ impl NodeStats {
 }
 
 impl History {
-    /// Group runs by node count. Observations that are not finite and
-    /// positive, or have no positive weight, are ignored.
+    /// Group runs by node count; observations that are not usable
+    /// (`Observation::is_usable`) are ignored.
     pub fn new(observations: &[Observation]) -> History {
         let mut valid: Vec<NodeStats> = observations
             .iter()
-            .filter(|o| o.value.is_finite() && o.value > 0.0 && o.weight > 0.0 && o.nodes > 0)
+            .filter(|o| o.is_usable())
             .map(|o| NodeStats::run(o.nodes, o.value, o.weight))
             .collect();
         valid.sort_by_key(|s| s.nodes);

@@ -44,6 +44,14 @@ pub struct Observation {
     pub weight: f64,
 }
 
+impl Observation {
+    /// Whether a history counts it: a finite positive value with a positive
+    /// weight at one node or more.
+    pub fn is_usable(&self) -> bool {
+        self.value.is_finite() && self.value > 0.0 && self.weight > 0.0 && self.nodes > 0
+    }
+}
+
 /// Runs of full quality at (node count, value) pairs, for tests.
 #[cfg(test)]
 pub(crate) fn runs(points: &[(u32, f64)]) -> Vec<Observation> {
