@@ -52,6 +52,8 @@ JOULECAST_URL="http://joulecast.example.org:8080"
 # A `schedule` token (it may list and release jobs), as the prolog's.
 JOULECAST_TOKEN_FILE="/etc/slurm/joulecast.token"
 JOULECAST_TIMEOUT_S=10
+# Jobs read per request from GET /v1/jobs (1 to 1000); the pages are followed.
+JOULECAST_PAGE_SIZE=1000
 # The jobs' system in Joulecast; empty: ClusterName from `scontrol show config`.
 JOULECAST_SOURCE=""
 JOULECAST_SQUEUE=squeue
@@ -109,6 +111,10 @@ fi
 config=$("$JOULECAST_SCONTROL" show config 2>&1) || die "scontrol show config failed: ${config:0:300}"
 setting() { awk -F' *= *' -v key="$1" '$1 == key { print $2; exit }' <<<"$config"; }
 
+if ! [[ $JOULECAST_PAGE_SIZE =~ ^[1-9][0-9]{0,3}$ ]] || ((JOULECAST_PAGE_SIZE > 1000)); then
+	die "JOULECAST_PAGE_SIZE must be 1 to 1000"
+fi
+
 source_name=${JOULECAST_SOURCE:-$(setting ClusterName)}
 [[ -n $source_name ]] || die "set JOULECAST_SOURCE (ClusterName could not be read)"
 
@@ -136,12 +142,22 @@ request() { # method path: the HTTP status (000 when unanswered); body in $tmp/a
 }
 
 # 1. What the service holds as running, for this source (read first: a job
-# recorded after this is not looked at).
-code=$(request GET /v1/jobs)
-[[ $code == 200 ]] || die "GET /v1/jobs answered HTTP $code: $(head -c 300 "$tmp/err" "$tmp/answer" 2>/dev/null)"
-ids=$("$JOULECAST_JQ" -r --arg s "$source_name" \
-	'.items[] | select(.source == $s) | .job_id' "$tmp/answer") ||
-	die "could not read the service's jobs"
+# recorded after this is not looked at), page by page.
+ids=""
+path="/v1/jobs?source=$("$JOULECAST_JQ" -rn --arg s "$source_name" '$s | @uri')&limit=$JOULECAST_PAGE_SIZE"
+cursor=""
+while :; do
+	code=$(request GET "$path${cursor:+&cursor=$cursor}")
+	[[ $code == 200 ]] || die "GET /v1/jobs answered HTTP $code: $(head -c 300 "$tmp/err" "$tmp/answer" 2>/dev/null)"
+	page=$("$JOULECAST_JQ" -r --arg s "$source_name" \
+		'.items[] | select(.source == $s) | .job_id' "$tmp/answer") ||
+		die "could not read the service's jobs"
+	ids+=${page:+$page$'\n'}
+	cursor=$("$JOULECAST_JQ" -r '.next_cursor // empty | @uri' "$tmp/answer") ||
+		die "could not read the service's jobs"
+	[[ -n $cursor ]] || break
+done
+ids=${ids%$'\n'}
 held=()
 [[ -z $ids ]] || mapfile -t held <<<"$ids"
 if ((${#held[@]} == 0)); then

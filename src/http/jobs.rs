@@ -15,9 +15,10 @@ use super::error::responses::{
 };
 use super::error::{ApiError, ApiResult, PROBLEM_JSON, Problem};
 use super::extract::{Json, Path, Query};
+use super::page;
 use super::runs::Run;
 use crate::service::admission::Admission;
-use crate::service::jobs::{self, Finish, Start};
+use crate::service::jobs::{self, Finish, JobCursor, JobFilter, Start};
 pub use crate::service::jobs::{
     DEFAULT_NODE_POWER_W, FinishInput, Job, JobInput, Jobs, STALE_FACTOR,
 };
@@ -128,16 +129,46 @@ fn refused(job_id: &str, admission: Admission) -> Response {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct JobListParams {
+    /// Only the jobs of this system.
+    pub source: Option<String>,
     pub partition: Option<String>,
     pub account: Option<String>,
+    /// Page size, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
 }
 
-/// List jobs in flight.
+/// The listing's cursors continue after a job's start and row id.
+const JOB_CURSOR: &str = "jobs";
+
+fn encode_cursor(after: JobCursor) -> String {
+    page::encode(
+        JOB_CURSOR,
+        &format!("{}:{}", after.started_at.timestamp_micros(), after.id),
+    )
+}
+
+fn decode_cursor(cursor: &str) -> Result<JobCursor, ApiError> {
+    let key = page::decode(JOB_CURSOR, cursor)?;
+    key.split_once(':')
+        .and_then(|(micros, id)| {
+            Some(JobCursor {
+                started_at: chrono::DateTime::from_timestamp_micros(micros.parse().ok()?)?,
+                id: id.parse().ok()?,
+            })
+        })
+        .ok_or_else(|| ApiError::bad_request("cursor", "is not a cursor of this listing"))
+}
+
+/// List jobs in flight, oldest first, in pages; the totals count every job
+/// the filters match.
 #[utoipa::path(get, path = "/v1/jobs", tag = "jobs",
     params(JobListParams),
     security(("bearer" = ["read"])),
     responses(
-        (status = 200, description = "Running jobs", body = Jobs),
+        (status = 200, description = "One page of running jobs", body = Jobs),
         (status = 400, response = BadQuery),
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsRead),
@@ -148,12 +179,17 @@ pub async fn list_jobs(
     State(state): State<AppState>,
     Query(params): Query<JobListParams>,
 ) -> ApiResult<axum::Json<Jobs>> {
-    let jobs = jobs::list(
-        &state,
-        params.partition.as_deref(),
-        params.account.as_deref(),
-    )
-    .await?;
+    let limit = usize::try_from(page::limit(params.limit)?).unwrap_or(usize::MAX);
+    let after = page::cursor(params.cursor.as_deref())
+        .map(decode_cursor)
+        .transpose()?;
+    let filter = JobFilter {
+        source: params.source.as_deref(),
+        partition: params.partition.as_deref(),
+        account: params.account.as_deref(),
+    };
+    let (mut jobs, next) = jobs::list(&state, filter, after, Some(limit)).await?;
+    jobs.next_cursor = next.map(encode_cursor);
     Ok(axum::Json(jobs))
 }
 

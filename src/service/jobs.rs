@@ -395,43 +395,104 @@ fn already_finished(source: &str, job_id: &str) -> Error {
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Jobs {
-    /// Running jobs, oldest first.
+    /// Running jobs, oldest first: one page of them.
     pub items: Vec<Job>,
-    /// Σ of the reserved power of those not expired, W.
+    /// Σ of the reserved power of those not expired, W, over every job the
+    /// filters match, not only this page's.
     pub reserved_w: f64,
+    /// Jobs flagged `stale`, over every job the filters match.
     pub stale: usize,
     /// Jobs whose reservation has expired (still listed until their end is
-    /// reported or they are cancelled).
+    /// reported or they are cancelled), over every job the filters match.
     pub expired: usize,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
-/// The running jobs, of one partition or account when given.
+/// Which running jobs to list.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct JobFilter<'a> {
+    pub source: Option<&'a str>,
+    pub partition: Option<&'a str>,
+    pub account: Option<&'a str>,
+}
+
+/// Where a page of jobs starts: after the job started at `started_at` with
+/// row id `id` (jobs are listed by start, then id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct JobCursor {
+    pub started_at: DateTime<Utc>,
+    pub id: i64,
+}
+
+impl JobCursor {
+    fn of(row: &JobRow) -> JobCursor {
+        JobCursor {
+            started_at: row.started_at,
+            id: row.id,
+        }
+    }
+}
+
+/// The running jobs `filter` matches, with their totals; of those, the
+/// first `limit` after `after` (all with `limit` `None`), and the cursor
+/// after the last one listed when more follow.
 pub async fn list(
     service: &Service,
-    partition: Option<&str>,
-    account: Option<&str>,
-) -> Result<Jobs> {
+    filter: JobFilter<'_>,
+    after: Option<JobCursor>,
+    limit: Option<usize>,
+) -> Result<(Jobs, Option<JobCursor>)> {
     for (field, value, max) in [
-        ("partition", &partition, validate::TAG_MAX),
-        ("account", &account, validate::ACCOUNT_MAX),
+        ("partition", &filter.partition, validate::TAG_MAX),
+        ("account", &filter.account, validate::ACCOUNT_MAX),
     ] {
         if let Some(Err(reason)) = value.map(|v| validate::identifier(v, max)) {
             return Err(Error::bad_request(field, reason));
         }
     }
+    if let Some(Err(reason)) = filter.source.map(Source::parse) {
+        return Err(Error::bad_request("source", reason));
+    }
     let now = Utc::now();
-    let items: Vec<Job> = store::jobs::list(&service.pool, partition, account)
-        .await?
-        .into_iter()
-        .map(|j| Job::from_row(j, now, service.settings.expiry))
-        .collect();
-    let live = || items.iter().filter(|j| !j.expired);
-    Ok(Jobs {
-        reserved_w: live().map(|j| j.reserved_w).sum(),
-        stale: live().filter(|j| j.stale).count(),
-        expired: items.iter().filter(|j| j.expired).count(),
+    let rows = store::jobs::list(
+        &service.pool,
+        filter.source,
+        filter.partition,
+        filter.account,
+    )
+    .await?;
+    let (mut reserved_w, mut stale, mut expired) = (0.0, 0, 0);
+    let mut items = Vec::new();
+    let (mut last, mut more) = (None, false);
+    for row in rows {
+        let key = JobCursor::of(&row);
+        let job = Job::from_row(row, now, service.settings.expiry);
+        if job.expired {
+            expired += 1;
+        } else {
+            reserved_w += job.reserved_w;
+            stale += usize::from(job.stale);
+        }
+        if after.is_some_and(|after| key <= after) {
+            continue;
+        }
+        if limit.is_some_and(|limit| items.len() >= limit) {
+            more = true;
+            continue;
+        }
+        last = Some(key);
+        items.push(job);
+    }
+    let jobs = Jobs {
         items,
-    })
+        reserved_w,
+        stale,
+        expired,
+        next_cursor: None,
+    };
+    Ok((jobs, last.filter(|_| more)))
 }
 
 /// What was measured when a job ended: any two of energy, power and

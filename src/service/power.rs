@@ -84,7 +84,7 @@ pub async fn headroom(
     let draw = store::power::load(&mut tx, service.settings.expiry)
         .await?
         .draw(partition, &[]);
-    let jobs = store::jobs::list(&mut *tx, partition, None).await?;
+    let jobs = store::jobs::list(&mut *tx, None, partition, None).await?;
     tx.commit().await?;
     let idle = IdleDraw::of(draw.free, draw.anonymous_nodes);
     let expiry = service.settings.expiry;

@@ -109,16 +109,19 @@ pub async fn get(
 /// Running jobs, oldest first, of one partition or account when given.
 pub async fn list(
     executor: impl PgExecutor<'_>,
+    source: Option<&str>,
     partition: Option<&str>,
     account: Option<&str>,
 ) -> sqlx::Result<Vec<JobRow>> {
     let query = format!(
         "SELECT {COLUMNS} FROM jobs j JOIN applications a ON a.id = j.app_id
-         WHERE ($1::text IS NULL OR j.partition = $1)
-           AND ($2::text IS NULL OR j.account = $2)
+         WHERE ($1::text IS NULL OR j.source = $1)
+           AND ($2::text IS NULL OR j.partition = $2)
+           AND ($3::text IS NULL OR j.account = $3)
          ORDER BY j.started_at, j.id"
     );
     sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(source)
         .bind(partition)
         .bind(account)
         .fetch_all(executor)

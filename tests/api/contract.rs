@@ -1264,6 +1264,16 @@ async fn every_operation_answers_as_its_document_says() {
     c.expect_items("jobs", &reply["items"]);
     c.get("/v1/jobs", "/v1/jobs?partition=batch&account=proj", read)
         .await;
+    let page = c.get("/v1/jobs", "/v1/jobs?limit=1", read).await;
+    let cursor = page["next_cursor"]
+        .as_str()
+        .expect("more than one job: a cursor");
+    c.get(
+        "/v1/jobs",
+        &format!("/v1/jobs?limit=1&cursor={cursor}"),
+        read,
+    )
+    .await;
     c.get("/v1/budgets/{account}", "/v1/budgets/proj", read)
         .await;
 

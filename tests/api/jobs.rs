@@ -808,3 +808,75 @@ async fn a_job_start_takes_its_node_list_as_names_or_as_a_host_list() {
         reply.body
     );
 }
+
+#[tokio::test]
+async fn running_jobs_are_listed_in_pages_with_totals_over_all_of_them() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    // Seven jobs on two systems; two of them started at the same instant,
+    // which the cursor must still tell apart.
+    let at = Utc::now() - Duration::minutes(5);
+    for (i, source) in ["a", "b", "a", "a", "b", "a", "a"].iter().enumerate() {
+        let started = if i == 3 {
+            at
+        } else {
+            at + Duration::seconds(i as i64)
+        };
+        let start = json!({"source": source, "job_id": format!("j{i}"), "app": "lin",
+                           "nodes": 1 + i, "started_at": started});
+        let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+    let all = app.get("/v1/jobs", &app.read).await.body;
+    assert_eq!(all["items"].as_array().unwrap().len(), 7);
+    assert!(all.get("next_cursor").is_none(), "{all:#}");
+    let ids = |page: &serde_json::Value| -> Vec<String> {
+        let items = page["items"].as_array().unwrap();
+        items
+            .iter()
+            .map(|j| j["job_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    let mut paged = Vec::new();
+    let mut path = "/v1/jobs?limit=3".to_owned();
+    loop {
+        let reply = app.get(&path, &app.read).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert!(ids(&reply.body).len() <= 3);
+        // The totals are those of every job, on every page.
+        assert_eq!(reply.body["reserved_w"], all["reserved_w"]);
+        paged.extend(ids(&reply.body));
+        match reply.body["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/v1/jobs?limit=3&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(paged, ids(&all), "pages, in order, are the whole list");
+
+    let mut of_a = Vec::new();
+    let mut path = "/v1/jobs?source=a&limit=2".to_owned();
+    while let Some(cursor) = {
+        let reply = app.get(&path, &app.read).await;
+        of_a.extend(ids(&reply.body));
+        reply.body["next_cursor"].as_str().map(str::to_owned)
+    } {
+        path = format!("/v1/jobs?source=a&limit=2&cursor={cursor}");
+    }
+    let expected: Vec<String> = ids(&all)
+        .into_iter()
+        .filter(|id| ["j0", "j2", "j3", "j5", "j6"].contains(&id.as_str()))
+        .collect();
+    assert_eq!(of_a, expected);
+
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("cursor=bm90LWEtY3Vyc29y", "cursor"),
+        ("cursor=am9iczp4OnNz", "cursor"),
+        ("source=bad%20source", "source"),
+    ] {
+        let reply = app.get(&format!("/v1/jobs?{query}"), &app.read).await;
+        reply.assert_field_error(StatusCode::BAD_REQUEST, field);
+    }
+}

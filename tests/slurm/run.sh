@@ -114,7 +114,7 @@ api POST /v1/runs/batch "$runs" >/dev/null
 
 job_state() { scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | head -1 | cut -d= -f2; }
 job_field() { scontrol show job "$1" 2>/dev/null | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2-; }
-running_jobs() { api GET /v1/jobs | jq -r '.items[].job_id'; }
+running_jobs() { api GET '/v1/jobs?limit=1000' | jq -r '.items[].job_id'; }
 is_running_in_service() { running_jobs | grep -qx "$1"; }
 not_running_in_service() { ! is_running_in_service "$1"; }
 state_is() { [[ $(job_state "$1") == "$2" ]]; }
@@ -167,13 +167,13 @@ check "start: the held-back job runs once the cap allows" wait_for 90 runs_once_
 # 4. Every job is reserved: a name that is no application tag stands for
 # the tag it maps to; a job without an account (Slurm says "(null)") is
 # reserved without one.
-app_of() { api GET /v1/jobs | jq -r --arg j "$1" '.items[] | select(.job_id == $j) | .app'; }
+app_of() { api GET '/v1/jobs?limit=1000' | jq -r --arg j "$1" '.items[] | select(.job_id == $j) | .app'; }
 app_is() { [[ $(app_of "$1") == "$2" ]]; }
 jid=$(sbatch --parsable -N1 -J 'my job!' -A proj -t 5 --wrap 'sleep 4')
 check "start: a job named 'my job!' is reserved as my-job-" wait_for 20 app_is "$jid" my-job-
 wait_for 60 finished "$jid"
 jid=$(runuser -u nobody -- sbatch --parsable -N1 -J lin -t 5 --chdir=/tmp -o /dev/null --wrap 'sleep 4')
-account_of() { api GET /v1/jobs | jq -r --arg j "$1" '.items[] | select(.job_id == $j) | .account'; }
+account_of() { api GET '/v1/jobs?limit=1000' | jq -r --arg j "$1" '.items[] | select(.job_id == $j) | .account'; }
 check "start: a job without an account is reserved" wait_for 20 is_running_in_service "$jid"
 null_account() {
 	[[ $(job_field "$1" Account) == "(null)" ]] && is_running_in_service "$1" &&
@@ -188,7 +188,7 @@ wait_for 60 finished "$jid"
 
 # 5. The time limit reaches the service (22.05 has no SLURM_JOB_END_TIME in
 # the prolog's environment: the prolog asks scontrol).
-limit_of() { api GET /v1/jobs | jq -r --arg j "$1" '.items[] | select(.job_id == $j) | .time_limit_s'; }
+limit_of() { api GET '/v1/jobs?limit=1000' | jq -r --arg j "$1" '.items[] | select(.job_id == $j) | .time_limit_s'; }
 limit_is() { [[ $(limit_of "$1") == "$2" ]]; }
 jid=$(sbatch --parsable -N1 -J lin -A proj -t 7 --wrap 'sleep 4')
 check "start: the time limit reaches the service" wait_for 20 limit_is "$jid" 420
@@ -327,7 +327,14 @@ failing_squeue_keeps() {
 		is_running_in_service "$1"
 }
 check "reconcile: a failing squeue releases nothing" failing_squeue_keeps "$requeued"
-check "reconcile: a requeued (pending) job is released" reconcile_releases "$requeued"
+# One job per page: the reconciler follows the pages (four jobs are held).
+printf '%s\n' ". /etc/slurm/joulecast-slurm.conf" "JOULECAST_PAGE_SIZE=1" >"$W/paged.conf"
+paged_reconcile_releases() {
+	JOULECAST_SLURM_CONF=$W/paged.conf /etc/slurm/joulecast-reconcile.sh && not_running_in_service "$1"
+}
+check "reconcile, one job per page: a requeued (pending) job is released" \
+	paged_reconcile_releases "$requeued"
+check "reconcile, one job per page: the running jobs are still reserved" all_held "${running[@]}"
 check "reconcile: says the job was pending" \
 	grep -q "job $requeued (PENDING in Slurm): power reservation released" "$W/log/scripts.log"
 scancel "$array" "$het" "$requeued"

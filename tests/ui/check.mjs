@@ -181,7 +181,7 @@ await visit("power", "/ui/power");
   }
   if (scopes.length < 2) problem(`/ui/power shows ${scopes.length} scopes`);
   const jobs = await page.$$eval("table.jobs tbody tr", (trs) => trs.length);
-  const running = (await api("/v1/jobs")).items.length;
+  const running = (await api("/v1/jobs?limit=1000")).items.length;
   if (jobs !== Math.min(running, 500)) problem(`/ui/power lists ${jobs} jobs, the API ${running}`);
   checked += await checkQuantities("/ui/power");
   await page.screenshot({ path: `${shots}/power.png` });

@@ -20,7 +20,8 @@ const MAX_JOBS_SHOWN: usize = 500;
 pub async fn power(viewer: Viewer, State(state): State<AppState>) -> PageResult {
     let now = Utc::now();
     let scopes = or_error_page(power::capped_scopes(&state, now).await, &viewer)?;
-    let mut running = or_error_page(jobs::list(&state, None, None).await, &viewer)?;
+    let listed = jobs::list(&state, jobs::JobFilter::default(), None, None).await;
+    let (mut running, _) = or_error_page(listed, &viewer)?;
     running
         .items
         .sort_by(|a, b| b.reserved_w.total_cmp(&a.reserved_w));
