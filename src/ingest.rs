@@ -145,6 +145,21 @@ pub fn validate(mut draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<F
     if let (Some(start), Some(end)) = (started_at, ended_at) {
         check_window(&mut errors, duration_s, start, end);
     }
+    // Given its start and duration, a run ended at their sum: budgets and
+    // listings date a run by its end.
+    let ended_at = match (started_at, ended_at) {
+        (Some(start), None) => {
+            let end = end_of(start, duration_s);
+            if let Err(reason) = end.map_or(Err("is too long".into()), |end| check_time(end, now)) {
+                errors.add(
+                    "duration_s",
+                    format!("started_at plus duration_s, the run's end, {reason}"),
+                );
+            }
+            end
+        }
+        (_, given) => given,
+    };
 
     let run = NewRun {
         app: draft.app,
@@ -271,6 +286,16 @@ fn derive_quantities(
         return None;
     }
     Some((e, p, d, derived))
+}
+
+/// The end of a run that started at `start` and lasted `duration_s`, to the
+/// microsecond (rounded half to even, as PostgreSQL's `make_interval` does).
+fn end_of(start: DateTime<Utc>, duration_s: f64) -> Option<DateTime<Utc>> {
+    let micros = (duration_s * 1e6).round_ties_even();
+    if !(0.0..=i64::MAX as f64).contains(&micros) {
+        return None;
+    }
+    start.checked_add_signed(chrono::Duration::microseconds(micros as i64))
 }
 
 /// Start and end times, when both are given, bound the duration.

@@ -240,7 +240,8 @@ pub async fn standing(
     // force (a custom period may have ended, or not yet begun).
     let counted = in_force(start, end, now);
     for job in load.of_account(&row.account).filter(|_| counted) {
-        let elapsed = (now - job.started_at).as_seconds_f64();
+        // A job dated to start later has used none of its time yet.
+        let elapsed = (now - job.started_at).as_seconds_f64().max(0.0);
         match (job.predicted_ets_j, job.predicted_tts_s, job.time_limit_s) {
             (Some(ets), Some(tts), _) => {
                 committed_j += ets * (1.0 - elapsed / tts).clamp(0.0, 1.0);

@@ -273,3 +273,114 @@ async fn a_budget_outside_its_period_neither_commits_nor_refuses() {
         assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     }
 }
+
+/// A job dated to start later (up to a day ahead is accepted) commits at
+/// most its own energy bound, reserved power × time limit: before, the time
+/// until its start was counted as well (probe of 2026-11-27: 41.9 MJ
+/// committed for a job bounded at 0.5 MJ, and the account refused).
+#[tokio::test]
+async fn a_job_starting_later_commits_no_more_than_its_time_limit() {
+    let app = TestApp::new().await;
+    let reply = app
+        .put(
+            "/v1/budgets/proj",
+            &app.admin,
+            &json!({"limit_j": 1e9, "period": "month"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let start = json!({"source": "s", "job_id": "later", "app": "fresh", "nodes": 1,
+                       "account": "proj", "time_limit_s": 1000.0,
+                       "started_at": (Utc::now() + Duration::hours(20)).to_rfc3339()});
+    let job = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(job.status, StatusCode::CREATED, "{:#}", job.body);
+    let bound = job.body["reserved_w"].as_f64().unwrap() * 1000.0;
+    let b = app.get("/v1/budgets/proj", &app.read).await.body;
+    let committed = b["committed_j"].as_f64().unwrap();
+    assert!(
+        (committed - bound).abs() <= 1e-9 * bound,
+        "{committed} J against {bound}: {b:#}"
+    );
+}
+
+/// A run given its start and duration but no end ended at start + duration:
+/// it counts in that period, not in the one it was sent in.
+#[tokio::test]
+async fn a_run_without_its_end_counts_when_start_plus_duration_falls() {
+    let app = TestApp::new().await;
+    let reply = app
+        .put(
+            "/v1/budgets/proj",
+            &app.admin,
+            &json!({"limit_j": 1e9, "period": "week"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let started = Utc::now() - Duration::days(20);
+    let mut r = run("work", "old", 2);
+    r["account"] = json!("proj");
+    r.as_object_mut().unwrap().remove("energy_j");
+    r["duration_s"] = json!(100.5);
+    r["started_at"] = json!(started.to_rfc3339());
+    let reply = app.post("/v1/runs", &app.ingest, &r).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let stored = &reply.body["run"];
+    let time = |field: &str| -> DateTime<Utc> { stored[field].as_str().unwrap().parse().unwrap() };
+    assert_eq!(
+        time("ended_at") - time("started_at"),
+        Duration::milliseconds(100_500),
+        "{stored:#}"
+    );
+    let b = app.get("/v1/budgets/proj", &app.read).await.body;
+    assert_eq!(b["runs"], 0, "{b:#}");
+    assert_eq!(b["consumed_j"], 0.0, "{b:#}");
+    // Sent again as it was: the same run, not a conflict.
+    let again = app.post("/v1/runs", &app.ingest, &r).await;
+    assert_eq!(again.status, StatusCode::OK, "{:#}", again.body);
+
+    // One whose start plus duration lies in the future has not ended.
+    let mut r = run("work", "future", 2);
+    r.as_object_mut().unwrap().remove("energy_j");
+    r["duration_s"] = json!(3.0 * 86_400.0);
+    r["started_at"] = json!(Utc::now().to_rfc3339());
+    app.post("/v1/runs", &app.ingest, &r)
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "duration_s");
+}
+
+/// The migration that gives stored runs their end computes it as ingestion
+/// does: a run stored before it, sent again, is the same run.
+#[tokio::test]
+async fn the_migration_dates_stored_runs_as_ingestion_does() {
+    let app = TestApp::new().await;
+    let started = Utc::now() - Duration::days(3);
+    let durations = [100.5, 0.0000025, 1234.5678915, 86_399.9999995, 7.0e-7];
+    let mut sent = Vec::new();
+    for (i, duration) in durations.iter().enumerate() {
+        let mut r = run("work", &format!("m{i}"), 2);
+        r.as_object_mut().unwrap().remove("energy_j");
+        r["duration_s"] = json!(duration);
+        r["started_at"] = json!(started.to_rfc3339());
+        app.ingest(&r).await;
+        sent.push(r);
+    }
+    let ends = || async {
+        sqlx::query_scalar::<_, DateTime<Utc>>("SELECT ended_at FROM runs ORDER BY id")
+            .fetch_all(&app.pool)
+            .await
+            .unwrap()
+    };
+    let at_ingestion = ends().await;
+    // As stored before the migration: no end.
+    sqlx::query("UPDATE runs SET ended_at = NULL")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let migration = include_str!("../../migrations/20261127000002_run_end_from_start.sql");
+    sqlx::raw_sql(migration).execute(&app.pool).await.unwrap();
+    assert_eq!(ends().await, at_ingestion);
+    for r in &sent {
+        let again = app.post("/v1/runs", &app.ingest, r).await;
+        assert_eq!(again.status, StatusCode::OK, "{:#}", again.body);
+    }
+}

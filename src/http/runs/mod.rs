@@ -74,7 +74,8 @@ pub struct RunInput {
     pub duration_s: Option<f64>,
     /// RFC 3339; not before 1970, not more than a day in the future.
     pub started_at: Option<DateTime<Utc>>,
-    /// RFC 3339; after `started_at`.
+    /// RFC 3339; after `started_at`. Default, given `started_at`:
+    /// `started_at` + `duration_s`.
     pub ended_at: Option<DateTime<Utc>>,
     /// Measurement quality weight, from 1e-100 to 1; default 1.
     #[schema(minimum = 1e-100, maximum = 1.0)]
