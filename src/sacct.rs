@@ -40,9 +40,11 @@
 //! An array task (`123_4`) and a heterogeneous job component (`123+0`) are
 //! jobs in their own right, keyed by their full JobID.
 //!
-//! When one JobID is listed on several lines, the first line is the job and
+//! When one job is listed on several lines, the first line is the job and
 //! every later one is skipped ("JobID 123 appears again (first on line 5)"),
-//! whatever became of the first.
+//! whatever became of the first. A job is its JobID on its source (below):
+//! `sacct --clusters` numbers jobs per cluster, so the same JobID on two
+//! clusters is two jobs, and a step belongs to the job of its own cluster.
 //!
 //! # From a job to a run
 //!
@@ -329,7 +331,9 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
     };
     // First pass: split records, count steps and note extern-step energies.
     let mut jobs: Vec<Row<'_>> = Vec::new();
-    let mut extern_energy: HashMap<&str, f64> = HashMap::new();
+    // Keyed by cluster and job: one sacct listing may span clusters
+    // (`--clusters`), each with its own job numbers.
+    let mut extern_energy: HashMap<(&str, &str), f64> = HashMap::new();
     for (line, text) in lines {
         parsed.lines += 1;
         let text = match text.strip_suffix('|') {
@@ -365,7 +369,8 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
                 && let Ok(Some(energy)) = energy(row.get(columns.energy))
                 && energy > 0.0
             {
-                extern_energy.entry(job).or_insert(energy);
+                let cluster = row.opt(columns.cluster).unwrap_or("");
+                extern_energy.entry((cluster, job)).or_insert(energy);
             }
             continue;
         }
@@ -378,25 +383,30 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
         .iter()
         .map(|s| s.trim().to_ascii_uppercase())
         .collect();
-    let mut first_line: HashMap<&str, usize> = HashMap::new();
+    // A run is keyed by its source and job id: a JobID listed again for
+    // another source (cluster) is another job.
+    let mut first_line: HashMap<(&str, &str), usize> = HashMap::new();
     for row in &jobs {
         let job_id = row.get(columns.job_id);
+        let cluster = row.opt(columns.cluster).unwrap_or("");
         let skip = |reason: String| Skipped {
             line: row.line,
             job_id: Some(job_id.to_owned()),
             reason,
         };
-        if let Some(&first) = first_line.get(job_id) {
+        let source = source_of(row, &columns, options);
+        if let Some(&first) = first_line.get(&(source, job_id)) {
             let reason = format!("JobID {job_id} appears again (first on line {first})");
             parsed.skipped.push(skip(reason));
             continue;
         }
-        first_line.insert(job_id, row.line);
+        first_line.insert((source, job_id), row.line);
         if let Err(reason) = check_state(row.get(columns.state), &states) {
             parsed.skipped.push(skip(reason));
             continue;
         }
-        match job_run(row, &columns, options, extern_energy.get(job_id).copied()) {
+        let extern_energy = extern_energy.get(&(cluster, job_id)).copied();
+        match job_run(row, &columns, options, extern_energy) {
             Ok(run) => parsed.records.push(Record {
                 line: row.line,
                 run,
@@ -424,6 +434,15 @@ fn check_state(state: &str, imported: &[String]) -> Result<(), String> {
         Err(format!(
             "state {word} is not imported (importing {importing})"
         ))
+    }
+}
+
+/// The system a job line's run is stored under: the one given, else the
+/// line's cluster, else `slurm`.
+fn source_of<'a>(row: &Row<'a>, columns: &Columns, options: &'a Options) -> &'a str {
+    match &options.source {
+        Some(source) => source,
+        None => row.non_empty(columns.cluster).unwrap_or("slurm"),
     }
 }
 
@@ -508,10 +527,7 @@ fn job_run(
     if !problems.is_empty() {
         return Err(problems);
     }
-    let source = match &options.source {
-        Some(source) => source.clone(),
-        None => row.non_empty(columns.cluster).unwrap_or("slurm").to_owned(),
-    };
+    let source = source_of(row, columns, options).to_owned();
     Ok(RunDraft {
         app,
         source,
@@ -769,6 +785,41 @@ mod tests {
         // Other steps never fill it.
         let text = format!("{HEADER}\n10|a|1|COMPLETED|10|0\n10.batch|batch|1|COMPLETED|10|700\n");
         assert_eq!(skipped_lines(&parse_default(&text)), [(2, "10")]);
+    }
+
+    /// `sacct --clusters=alpha,beta` numbers jobs per cluster: the same
+    /// JobID on two clusters is two jobs, each with its own extern step
+    /// (probe of 2026-11-27: beta's job was skipped as a repeat, and alpha's
+    /// took beta's extern energy).
+    #[test]
+    fn the_same_job_id_on_two_clusters_is_two_jobs_with_their_own_steps() {
+        let header = "JobID|JobName|NNodes|State|ElapsedRaw|ConsumedEnergyRaw|Cluster";
+        let text = format!(
+            "{header}\n7|a|1|COMPLETED|10|0|alpha\n7.extern|extern|1|COMPLETED|10|900|beta\n\
+             7.extern|extern|1|COMPLETED|10|360|alpha\n7|a|2|COMPLETED|10|0|beta\n\
+             7|a|2|COMPLETED|10|0|beta\n"
+        );
+        let parsed = parse_default(&text);
+        let runs: Vec<(&str, &str, Option<f64>)> = parsed
+            .records
+            .iter()
+            .map(|r| (r.run.source.as_str(), r.run.job_id.as_str(), r.run.energy_j))
+            .collect();
+        assert_eq!(
+            runs,
+            [("alpha", "7", Some(360.0)), ("beta", "7", Some(900.0))]
+        );
+        // Listed again on the same cluster: a repeat.
+        assert_eq!(skipped_lines(&parsed), [(6, "7")]);
+        // With one source given for all, the two would be one run: a repeat.
+        let options = Options {
+            source: Some("hawk".into()),
+            ..Options::default()
+        };
+        let parsed = parse(&text, &options).unwrap();
+        assert_eq!(parsed.records.len(), 1);
+        assert_eq!(parsed.records[0].run.energy_j, Some(360.0));
+        assert_eq!(skipped_lines(&parsed), [(5, "7"), (6, "7")]);
     }
 
     #[test]
