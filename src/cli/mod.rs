@@ -319,14 +319,26 @@ fn model(args: &ModelArgs) -> anyhow::Result<ExitCode> {
             ));
         }
         let seconds_per_model = started.elapsed().as_secs_f64() / f64::from(args.repeat);
-        match answer.expect("repeat is at least 1") {
+        let answer = answer
+            .expect("repeat is at least 1")
+            .map_err(|e| e.to_string())
+            .and_then(|m| {
+                m.check_finite()
+                    .map_err(|e| format!("{}: {}", e.field, e.reason))
+            });
+        match answer {
             Ok(model) => answers.push(Timed {
                 model,
                 seconds_per_model,
             }),
             Err(e) => {
                 let label = series_label(&series.region, &series.metric);
-                eprintln!("joulecast: {name}: {label}: {e}");
+                let label = if label.is_empty() {
+                    label
+                } else {
+                    format!("{label}: ")
+                };
+                eprintln!("joulecast: {name}: {label}{e}");
                 return Ok(ExitCode::from(2));
             }
         }

@@ -108,6 +108,23 @@ pub struct ScalingModel {
     pub expectation: Option<ExpectationInfo>,
 }
 
+impl ScalingModel {
+    /// Refuse a target where the model has no finite value (a negative
+    /// exponent at a tiny p, say): JSON has no number for it.
+    pub fn check_finite(self) -> std::result::Result<ScalingModel, FieldError> {
+        match self.predictions.iter().position(|x| !x.value.is_finite()) {
+            None => Ok(self),
+            Some(k) => Err(FieldError::new(
+                format!("targets[{k}]"),
+                format!(
+                    "the model {} has no finite value at {:e}",
+                    self.model.formula, self.predictions[k].p
+                ),
+            )),
+        }
+    }
+}
+
 /// How a model is searched and what is asked of it, checked.
 #[derive(Debug, Clone)]
 pub struct Ask {

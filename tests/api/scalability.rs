@@ -701,3 +701,38 @@ async fn compute_times_near_the_largest_float_give_their_load_balance() {
         );
     }
 }
+
+/// A target where the model has no finite value (1/p at p = 1e-300) is
+/// refused naming it: JSON has no number for infinity, and the answer's
+/// `value` was `null`, against the schema (probe of 2026-11-27).
+#[tokio::test]
+async fn a_target_where_the_model_overflows_is_refused_naming_it() {
+    let app = TestApp::new().await;
+    store_runs(&app, "inv", &NODES, |n| 3e8 / n).await;
+    let reply = app
+        .get(
+            "/v1/apps/inv/scaling-model?metric=tts&targets=64,1e-300",
+            &app.read,
+        )
+        .await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "targets[1]");
+    let fine = app
+        .get(
+            "/v1/apps/inv/scaling-model?metric=tts&targets=64,1e-3",
+            &app.read,
+        )
+        .await;
+    assert_eq!(fine.status, StatusCode::OK, "{:#}", fine.body);
+    assert!(
+        close(&fine.body["predictions"][1]["value"], 3e11, 1e-6),
+        "{:#}",
+        fine.body
+    );
+
+    let points: Vec<Value> = NODES
+        .iter()
+        .map(|&p| json!({"p": p, "values": [3e8 / p as f64]}))
+        .collect();
+    let reply = search(&app, json!({"points": points, "targets": [1e-300]})).await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "targets[0]");
+}

@@ -230,6 +230,7 @@ pub async fn search_models(
                 .map(|s| {
                     answer(&s.observations(), &ask, s.region.clone(), s.metric.clone())
                         .map_err(|e| search_error(field, (&s.region, &s.metric), e))
+                        .and_then(ScalingModel::check_finite)
                 })
                 .collect::<Vec<Result<ScalingModel, FieldError>>>()
         })

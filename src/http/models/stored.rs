@@ -64,7 +64,7 @@ pub struct AppScalingModel {
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsRead),
         (status = 404, response = UnknownApp),
-        (status = 422, description = "Too few distinct node counts in the history", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Too few distinct node counts in the history, or a target where the model has no finite value", body = Problem, content_type = "application/problem+json"),
         (status = 429, response = HeavyBusy),
         (status = 503, response = Unavailable),
     ))]
@@ -90,11 +90,14 @@ pub async fn get_scaling_model(
     let (runs, found) = stored_model(&state, app.id, metric, ask.settings.clone()).await?;
     let found =
         found.map_err(|e| ApiError::invalid("runs", format!("application `{tag}`: {e}")))?;
+    let scaling = scaling_model(&found, runs, &ask, None, None)
+        .check_finite()
+        .map_err(|e| ApiError::Invalid(vec![e]))?;
     Ok(axum::Json(AppScalingModel {
         app: app.tag.clone(),
         metric,
         unit: metric.unit().into(),
         runs,
-        scaling: scaling_model(&found, runs, &ask, None, None),
+        scaling,
     }))
 }
