@@ -67,6 +67,116 @@ pub fn from_json_value<T: DeserializeOwned>(
     })
 }
 
+/// One item of a batch (a run, a query), read as JSON and checked field by
+/// field later, so that each item's problems are its own. Unlike
+/// `serde_json::Value`, which keeps the last of a key given twice, it notes
+/// the first key its object repeats: the derived readers of whole bodies
+/// refuse a repeated field, and an item's must not be quietly replaced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonItem {
+    pub value: serde_json::Value,
+    /// The first key of the item's object given more than once.
+    pub repeated: Option<String>,
+}
+
+impl JsonItem {
+    /// The item as its fields' reader takes it, or the repeated key named
+    /// under `prefix`.
+    pub fn checked(self, prefix: &str) -> Result<serde_json::Value, Vec<FieldError>> {
+        match self.repeated {
+            None => Ok(self.value),
+            Some(key) => Err(vec![
+                FieldError::new(key.clone(), format!("duplicate field `{key}`")).nested(prefix),
+            ]),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for JsonItem {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ItemVisitor)
+    }
+}
+
+struct ItemVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ItemVisitor {
+    type Value = JsonItem;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<JsonItem, A::Error> {
+        let mut object = serde_json::Map::new();
+        let mut repeated = None;
+        while let Some(key) = map.next_key::<String>()? {
+            let value: serde_json::Value = map.next_value()?;
+            if object.contains_key(&key) {
+                repeated.get_or_insert(key);
+            } else {
+                object.insert(key, value);
+            }
+        }
+        Ok(JsonItem {
+            value: serde_json::Value::Object(object),
+            repeated,
+        })
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<JsonItem, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<serde_json::Value>()? {
+            items.push(item);
+        }
+        Ok(whole(serde_json::Value::Array(items)))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<JsonItem, E> {
+        Ok(whole(v.into()))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<JsonItem, E> {
+        Ok(whole(v.into()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<JsonItem, E> {
+        Ok(whole(v.into()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<JsonItem, E> {
+        Ok(whole(v.into()))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<JsonItem, E> {
+        Ok(whole(v.into()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<JsonItem, E> {
+        Ok(whole(v.into()))
+    }
+
+    fn visit_unit<E>(self) -> Result<JsonItem, E> {
+        Ok(whole(serde_json::Value::Null))
+    }
+
+    fn visit_none<E>(self) -> Result<JsonItem, E> {
+        Ok(whole(serde_json::Value::Null))
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<JsonItem, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// An item that is not an object: nothing in it can repeat.
+fn whole(value: serde_json::Value) -> JsonItem {
+    JsonItem {
+        value,
+        repeated: None,
+    }
+}
+
 fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     use serde_json::error::Category;
     match error.inner().classify() {

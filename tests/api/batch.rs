@@ -361,3 +361,67 @@ async fn batches_naming_too_many_nodes_in_all_are_refused_before_expansion() {
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
 }
+
+/// POST `body` as it is written, key order and repeats included.
+async fn post_text(app: &TestApp, path: &str, token: &str, body: &str) -> crate::support::Reply {
+    let request = axum::http::Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_owned()))
+        .unwrap();
+    app.send(request).await
+}
+
+/// A field given twice in a run, a batch item, a prediction query or a node
+/// sample is refused naming it, as whole bodies were: items were read as
+/// JSON values, which keep the last of two keys, so `"nodes":1,"nodes":1000`
+/// stored 1000 nodes (probe of 2026-11-27).
+#[tokio::test]
+async fn a_field_given_twice_in_an_item_is_refused_naming_it() {
+    let app = TestApp::new().await;
+    let run =
+        r#"{"app":"dup","source":"s","job_id":"JOB","nodes":1,"avg_power_w":10,"duration_s":10}"#;
+    let twice = run.replace(r#""nodes":1"#, r#""nodes":1,"nodes":1000"#);
+
+    let reply = post_text(&app, "/v1/runs", &app.ingest, &twice.replace("JOB", "a")).await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "nodes");
+
+    let batch = format!(
+        r#"{{"runs":[{},{}]}}"#,
+        run.replace("JOB", "b"),
+        twice.replace("JOB", "c")
+    );
+    let reply = post_text(&app, "/v1/runs/batch", &app.ingest, &batch).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(statuses(&reply.body), ["created", "rejected"]);
+    assert_eq!(
+        reply.body["items"][1]["errors"][0]["field"],
+        "runs[1].nodes"
+    );
+    assert_eq!(
+        app.run_count().await,
+        1,
+        "only the run without a repeat is stored"
+    );
+
+    let queries = r#"{"queries":[{"app":"dup","nodes":1},{"app":"dup","app":"other","nodes":1}]}"#;
+    let reply = post_text(&app, "/v1/predictions", &app.read, queries).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["answers"][0]["status"], "ok", "{:#}", reply.body);
+    assert_eq!(reply.body["answers"][1]["status"], "error");
+    assert_eq!(
+        reply.body["answers"][1]["error"]["errors"][0]["field"],
+        "queries[1].app"
+    );
+
+    let samples = r#"{"samples":[{"node":"cn1","node":"cn2","workload":"reference",
+        "avg_power_w":200,"measured_at":"2026-11-01T00:00:00Z"}]}"#;
+    let reply = post_text(&app, "/v1/nodes/samples", &app.ingest, samples).await;
+    assert_eq!(
+        reply.body["items"][0]["errors"][0]["field"], "samples[0].node",
+        "{:#}",
+        reply.body
+    );
+}

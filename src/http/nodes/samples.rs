@@ -11,7 +11,7 @@ use crate::http::error::responses::{
     MalformedJson, NeedsIngest, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use crate::http::error::{ApiError, ApiResult, Problem, ProblemField};
-use crate::http::extract::{Json, from_json_value};
+use crate::http::extract::{Json, JsonItem, from_json_value};
 use crate::http::runs::{ItemStatus, Rejection};
 use crate::service::nodes::{self, NewSample, SampleOutcome};
 use crate::validate::{self, Errors, FieldError};
@@ -41,7 +41,7 @@ pub struct SampleInput {
 pub struct SampleBatch {
     /// 1 to 10,000 samples.
     #[schema(value_type = Vec<SampleInput>, min_items = 1, max_items = 10_000)]
-    pub samples: Vec<serde_json::Value>,
+    pub samples: Vec<JsonItem>,
 }
 
 /// The answer for one sample of a batch.
@@ -125,12 +125,14 @@ pub async fn post_samples(
         .samples
         .into_iter()
         .enumerate()
-        .map(|(i, value)| {
+        .map(|(i, item)| {
             let prefix = format!("samples[{i}]");
-            from_json_value::<SampleInput>(value, &prefix).and_then(|input| {
-                validate_sample(input, now)
-                    .map_err(|errors| errors.into_iter().map(|e| e.nested(&prefix)).collect())
-            })
+            item.checked(&prefix)
+                .and_then(|value| from_json_value::<SampleInput>(value, &prefix))
+                .and_then(|input| {
+                    validate_sample(input, now)
+                        .map_err(|errors| errors.into_iter().map(|e| e.nested(&prefix)).collect())
+                })
         })
         .collect();
     let valid: Vec<NewSample> = checked.iter().flatten().cloned().collect();

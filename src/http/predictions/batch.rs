@@ -14,7 +14,7 @@ use crate::http::error::responses::{
     MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use crate::http::error::{ApiError, ApiResult, Problem};
-use crate::http::extract::Json;
+use crate::http::extract::{Json, JsonItem};
 use crate::model;
 use crate::predict;
 use crate::service::apps::AppRow;
@@ -44,7 +44,7 @@ pub struct PredictionQuery {
 pub struct PredictionBatch {
     /// 1 to 1,000 queries.
     #[schema(value_type = Vec<PredictionQuery>, min_items = 1, max_items = 1000)]
-    pub queries: Vec<serde_json::Value>,
+    pub queries: Vec<JsonItem>,
     /// Allowed %RMSE for every query; default: each application's setting, else 2.
     #[schema(exclusive_minimum = 0.0, maximum = 100.0)]
     pub allowed_rmse_pct: Option<f64>,
@@ -127,7 +127,7 @@ pub async fn post_predictions(
             format!("must hold 1 to {MAX_BATCH_QUERIES} queries (got {count})"),
         ));
     }
-    validate::node_names_within_budget(&batch.queries)
+    validate::node_names_within_budget(batch.queries.iter().map(|q| &q.value))
         .map_err(|e| ApiError::invalid("queries", e))?;
     let allowed = check_allowed("allowed_rmse_pct", batch.allowed_rmse_pct)
         .map_err(|e| ApiError::Invalid(vec![e]))?;
@@ -163,11 +163,13 @@ pub(super) async fn answer(
     state: &AppState,
     apps: &mut HashMap<String, Result<Arc<AppRow>, Problem>>,
     index: usize,
-    value: serde_json::Value,
+    item: JsonItem,
     allowed: Option<f64>,
 ) -> Result<Answered, Problem> {
     let prefix = format!("queries[{index}]");
-    let query: PredictionQuery = crate::http::extract::from_json_value(value, &prefix)
+    let query: PredictionQuery = item
+        .checked(&prefix)
+        .and_then(|value| crate::http::extract::from_json_value(value, &prefix))
         .map_err(|e| ApiError::Invalid(e).into_problem())?;
     let mut problems = Vec::new();
     let dotted = format!("{prefix}.");

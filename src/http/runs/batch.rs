@@ -12,7 +12,7 @@ use crate::http::error::responses::{
     HeavyBusy, MalformedJson, NeedsIngest, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use crate::http::error::{ApiError, ApiResult, Problem, ProblemField};
-use crate::http::extract::Json;
+use crate::http::extract::{Json, JsonItem};
 use crate::ingest::{self, Outcome};
 use crate::service::runs;
 use crate::validate::{self, FieldError};
@@ -23,7 +23,7 @@ use crate::validate::{self, FieldError};
 pub struct BatchInput {
     /// 1 to 10,000 runs.
     #[schema(value_type = Vec<RunInput>, min_items = 1, max_items = 10_000)]
-    pub runs: Vec<serde_json::Value>,
+    pub runs: Vec<JsonItem>,
     /// `false` (default): store every valid run and reject the others, item by
     /// item. `true`: store nothing unless every run is valid (422 otherwise).
     #[serde(default)]
@@ -111,7 +111,8 @@ pub async fn create_batch(
             ),
         ));
     }
-    validate::node_names_within_budget(&input.runs).map_err(|e| ApiError::invalid("runs", e))?;
+    validate::node_names_within_budget(input.runs.iter().map(|r| &r.value))
+        .map_err(|e| ApiError::invalid("runs", e))?;
     let now = Utc::now();
     // Checking thousands of runs and expanding their node lists is heavy.
     let items: Vec<_> = state

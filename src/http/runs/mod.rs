@@ -18,7 +18,7 @@ use super::error::responses::{
     MalformedJson, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, Path, Query};
+use super::extract::{Json, JsonItem, Path, Query};
 use crate::ingest::{self, NodeListDraft, NodeListSchema, RunDraft};
 use crate::service::runs;
 use crate::service::runs::RunRow;
@@ -200,7 +200,7 @@ pub struct RunAccepted {
 pub async fn create_run(
     _: Authorized<auth::Ingest>,
     State(state): State<AppState>,
-    Json(input): Json<serde_json::Value>,
+    Json(input): Json<JsonItem>,
 ) -> ApiResult<Response> {
     let input = read_run(input, "").map_err(ApiError::Invalid)?;
     let run = ingest::validate(input.into(), Utc::now()).map_err(ApiError::Invalid)?;
@@ -230,9 +230,10 @@ const REQUIRED: [&str; 4] = ["app", "source", "job_id", "nodes"];
 /// level). Every required field that is missing is named at once; otherwise
 /// the first field that cannot be read is.
 pub(super) fn read_run(
-    value: serde_json::Value,
+    item: JsonItem,
     prefix: &str,
 ) -> Result<RunInput, Vec<crate::validate::FieldError>> {
+    let value = item.checked(prefix)?;
     if let Some(object) = value.as_object() {
         let missing: Vec<_> = REQUIRED
             .iter()
