@@ -24,6 +24,12 @@ use tower::ServiceExt;
 pub const DEFAULT_HEADER_TIMEOUT_S: u64 = 30;
 /// The most connections `serve` holds open by default (`--max-connections`).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// How long a request's body may take to arrive by default
+/// (`--body-timeout-s`).
+pub const DEFAULT_BODY_TIMEOUT_S: u64 = 15;
+/// The most request-body bytes held while they arrive, over all requests,
+/// by default (`--max-receiving-bytes`).
+pub const DEFAULT_RECEIVING_BYTES: usize = 128 << 20;
 /// How often, at most, reaching the connection limit is logged.
 const LIMIT_LOG_EVERY: Duration = Duration::from_secs(60);
 
@@ -38,6 +44,12 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// The most connections open at once (at least 1).
     pub max_connections: usize,
+    /// How long a request's body may take to arrive, from the request's
+    /// headers.
+    pub body_timeout: Duration,
+    /// The most request-body bytes received and not yet handed on whole,
+    /// over all requests (see `ReceivedBody`).
+    pub receiving_bytes: usize,
 }
 
 impl Default for Limits {
@@ -46,6 +58,8 @@ impl Default for Limits {
             drain: Duration::ZERO,
             header_timeout: Duration::from_secs(DEFAULT_HEADER_TIMEOUT_S),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            body_timeout: Duration::from_secs(DEFAULT_BODY_TIMEOUT_S),
+            receiving_bytes: DEFAULT_RECEIVING_BYTES,
         }
     }
 }
@@ -84,6 +98,11 @@ pub async fn serve(
         .max_connections
         .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
     let open = Arc::new(Open::new(max));
+    let bodies = Arc::new(Receiving {
+        limit: limits.receiving_bytes,
+        held: AtomicUsize::new(0),
+        timeout: limits.body_timeout,
+    });
     let (stop, stopping) = watch::channel(false);
     let mut last_logged: Option<Instant> = None;
     let mut shutdown = pin!(shutdown);
@@ -124,6 +143,7 @@ pub async fn serve(
         let service = Counted {
             router: router.clone(),
             tracked: tracked.clone(),
+            bodies: bodies.clone(),
         };
         let connection = http.serve_connection(TokioIo::new(stream), service);
         let (open, stopping) = (open.clone(), stopping.clone());
@@ -178,9 +198,10 @@ async fn run_connection(
         tokio::select! {
             result = connection.as_mut() => break result,
             () = tracked.evict.notified(), if !closing => {
-                // Silent, or still sending its first request's headers:
-                // nothing to finish.
-                if !tracked.requested.load(Ordering::Acquire) {
+                // Silent, still sending its first request's headers, or
+                // stalled in a request's body: nothing to finish (a handler
+                // does nothing before it has the whole body).
+                if !tracked.requested.load(Ordering::Acquire) || tracked.is_receiving() {
                     return;
                 }
                 connection.as_mut().graceful_shutdown();
@@ -240,6 +261,7 @@ impl Open {
             last_active_us: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             requested: AtomicBool::new(false),
+            receiving_since_us: AtomicU64::new(NOT_RECEIVING),
             evicting: AtomicBool::new(false),
             evict: Notify::new(),
             gauge: self.gauge.clone(),
@@ -256,12 +278,26 @@ impl Open {
     }
 
     /// Ask the connection idle longest, of those with no request in flight
-    /// (and either answered once or open for `FRESH_GRACE`), to close; none
-    /// if every connection is answering or new.
+    /// (and either answered once or open for `FRESH_GRACE`), to close; else
+    /// the one whose request body has been arriving longest (for at least
+    /// `FRESH_GRACE`): a client that trickles bodies must not hold every
+    /// place. None if every connection is answering or new.
     fn evict_idlest(&self) {
         let grace_us = micros(FRESH_GRACE);
         let now_us = micros(self.epoch.elapsed());
         let connections = self.connections();
+        let slowest_body = || {
+            connections
+                .values()
+                .filter(|t| !t.evicting.load(Ordering::Relaxed))
+                .filter_map(|t| {
+                    let since = t.receiving_since_us.load(Ordering::Acquire);
+                    (since != NOT_RECEIVING && now_us.saturating_sub(since) >= grace_us)
+                        .then_some((since, t))
+                })
+                .min_by_key(|(since, t)| (*since, t.id))
+                .map(|(_, t)| t)
+        };
         let idlest = connections
             .values()
             .filter(|t| {
@@ -273,7 +309,8 @@ impl Open {
                             >= grace_us)
             })
             // The older connection first among equals.
-            .min_by_key(|t| (t.last_active_us.load(Ordering::Relaxed), t.id));
+            .min_by_key(|t| (t.last_active_us.load(Ordering::Relaxed), t.id))
+            .or_else(slowest_body);
         if let Some(tracked) = idlest {
             tracked.evicting.store(true, Ordering::Relaxed);
             tracked.evict.notify_one();
@@ -293,6 +330,9 @@ struct Tracked {
     in_flight: AtomicUsize,
     /// Whether any request has been handed to the router.
     requested: AtomicBool,
+    /// Since when a request's body has been arriving, in µs since `epoch`;
+    /// `NOT_RECEIVING` when none is.
+    receiving_since_us: AtomicU64,
     evicting: AtomicBool,
     evict: Notify,
     gauge: Gauge,
@@ -304,7 +344,14 @@ impl Tracked {
         self.last_active_us
             .store(micros(self.epoch.elapsed()), Ordering::Relaxed);
     }
+
+    fn is_receiving(&self) -> bool {
+        self.receiving_since_us.load(Ordering::Acquire) != NOT_RECEIVING
+    }
 }
+
+/// `Tracked::receiving_since_us` when no body is arriving.
+const NOT_RECEIVING: u64 = u64::MAX;
 
 /// A duration in whole µs (saturating).
 fn micros(duration: Duration) -> u64 {
@@ -323,6 +370,7 @@ impl Drop for Tracked {
 struct Counted {
     router: Router,
     tracked: Arc<Tracked>,
+    bodies: Arc<Receiving>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Counted {
@@ -332,7 +380,19 @@ impl hyper::service::Service<Request<Incoming>> for Counted {
 
     fn call(&self, request: Request<Incoming>) -> Self::Future {
         let busy = InFlight::new(self.tracked.clone());
-        let answer = self.router.clone().oneshot(request);
+        let (mut parts, body) = request.into_parts();
+        // Most requests (every GET) have no body: nothing to watch.
+        let body = if hyper::body::Body::is_end_stream(&body) {
+            axum::body::Body::new(body)
+        } else {
+            let stop = BodyStop::default();
+            parts.extensions.insert(stop.clone());
+            axum::body::Body::new(ReceivedBody::new(body, &self.tracked, &self.bodies, stop))
+        };
+        let answer = self
+            .router
+            .clone()
+            .oneshot(Request::from_parts(parts, body));
         Box::pin(async move {
             let answer = answer.await;
             drop(busy);
@@ -357,6 +417,231 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// The budget of request-body bytes being received, over all requests.
+struct Receiving {
+    limit: usize,
+    held: AtomicUsize,
+    timeout: Duration,
+}
+
+impl Receiving {
+    /// Count `bytes` more, unless that passes the limit.
+    fn take(&self, bytes: usize) -> bool {
+        self.held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes).filter(|&total| total <= self.limit)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self, bytes: usize) {
+        self.held.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// Why the server stopped receiving a request's body, for the extractor
+/// that then fails to read it (`http::extract`): set at most once.
+#[derive(Debug, Clone, Default)]
+pub struct BodyStop(Arc<std::sync::OnceLock<Stopped>>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// The body did not arrive within the time allowed.
+    TimedOut(Duration),
+    /// The bodies being received at once reached their budget.
+    OverBudget,
+}
+
+impl BodyStop {
+    pub fn reason(&self) -> Option<Stopped> {
+        self.0.get().copied()
+    }
+}
+
+/// Data frames are handed on in pieces of at least this many bytes (or
+/// the body's end).
+const PIECE: usize = 64 << 10;
+
+/// A request body as the router reads it: its bytes copied out of hyper's
+/// read buffers into pieces of `PIECE` bytes (hyper's frames share its
+/// buffer, so a body sent a byte at a time held kilobytes of buffer per
+/// byte: 483 MB for 195 KiB sent, in a probe), counted against the budget
+/// of all bodies arriving at once (`Receiving`), and due within its
+/// time-out. While it arrives, its connection is marked as receiving, so
+/// that at the connection limit a stalled body gives way (`evict_idlest`).
+struct ReceivedBody {
+    inner: Incoming,
+    pending: bytes::BytesMut,
+    /// Bytes counted against the budget.
+    held: usize,
+    bodies: Arc<Receiving>,
+    tracked: Arc<Tracked>,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    stop: BodyStop,
+    ended: bool,
+    /// Trailers that arrived while data was held, handed on after it.
+    trailers: Option<Frame>,
+}
+
+impl ReceivedBody {
+    fn new(
+        inner: Incoming,
+        tracked: &Arc<Tracked>,
+        bodies: &Arc<Receiving>,
+        stop: BodyStop,
+    ) -> Self {
+        let ended = hyper::body::Body::is_end_stream(&inner);
+        if !ended {
+            tracked
+                .receiving_since_us
+                .store(micros(tracked.epoch.elapsed()), Ordering::Release);
+        }
+        ReceivedBody {
+            inner,
+            pending: bytes::BytesMut::new(),
+            held: 0,
+            bodies: bodies.clone(),
+            tracked: tracked.clone(),
+            deadline: Box::pin(tokio::time::sleep(bodies.timeout)),
+            stop,
+            ended,
+            trailers: None,
+        }
+    }
+
+    /// The body has ended (or failed): its connection is no longer
+    /// receiving.
+    fn end(&mut self) {
+        self.ended = true;
+        self.tracked
+            .receiving_since_us
+            .store(NOT_RECEIVING, Ordering::Release);
+    }
+
+    fn fail(&mut self, why: Stopped) -> std::task::Poll<Option<Result<Frame, BoxError>>> {
+        // The first reason stands.
+        let _ = self.stop.0.set(why);
+        self.end();
+        let message = match why {
+            Stopped::TimedOut(limit) => {
+                format!(
+                    "the request body did not arrive within {} s",
+                    limit.as_secs()
+                )
+            }
+            Stopped::OverBudget => "too many request bodies are arriving at once".to_owned(),
+        };
+        std::task::Poll::Ready(Some(Err(message.into())))
+    }
+}
+
+type Frame = hyper::body::Frame<bytes::Bytes>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl hyper::body::Body for ReceivedBody {
+    type Data = bytes::Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame, BoxError>>> {
+        use std::task::Poll;
+        let this = self.get_mut();
+        loop {
+            if let Some(trailers) = this.trailers.take() {
+                return Poll::Ready(Some(Ok(trailers)));
+            }
+            if this.ended {
+                return Poll::Ready(None);
+            }
+            if this.deadline.as_mut().poll(cx).is_ready() {
+                return this.fail(Stopped::TimedOut(this.bodies.timeout));
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => {
+                        if !this.bodies.take(data.len()) {
+                            return this.fail(Stopped::OverBudget);
+                        }
+                        this.held += data.len();
+                        this.pending.extend_from_slice(&data);
+                        if this.pending.len() >= PIECE {
+                            let piece = this.pending.split().freeze();
+                            return Poll::Ready(Some(Ok(Frame::data(piece))));
+                        }
+                    }
+                    // Trailers come after the data: the data held goes first.
+                    Err(trailers) => {
+                        if this.pending.is_empty() {
+                            return Poll::Ready(Some(Ok(trailers)));
+                        }
+                        this.trailers = Some(trailers);
+                        let piece = this.pending.split().freeze();
+                        return Poll::Ready(Some(Ok(Frame::data(piece))));
+                    }
+                },
+                Poll::Ready(Some(Err(error))) => {
+                    this.end();
+                    return Poll::Ready(Some(Err(error.into())));
+                }
+                Poll::Ready(None) => {
+                    this.end();
+                    if !this.pending.is_empty() {
+                        let piece = this.pending.split().freeze();
+                        return Poll::Ready(Some(Ok(Frame::data(piece))));
+                    }
+                    return Poll::Ready(None);
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.trailers.is_none()
+            && (self.ended || (self.pending.is_empty() && self.inner.is_end_stream()))
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        let inner = self.inner.size_hint();
+        let pending = self.pending.len() as u64;
+        let mut hint = hyper::body::SizeHint::new();
+        // The upper bound first: a lower one above it would panic.
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(pending));
+        }
+        hint.set_lower(inner.lower().saturating_add(pending));
+        hint
+    }
+}
+
+impl Drop for ReceivedBody {
+    fn drop(&mut self) {
+        self.bodies.give_back(self.held);
+        if !self.ended {
+            self.end();
+        }
+    }
+}
+
+/// Connections the kernel queues before they are accepted: a burst of
+/// clients beyond the default 128 (Rust's) saw theirs dropped and retried a
+/// second later. The kernel caps it at `net.core.somaxconn` (4096 by default).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listener on `address`, with `LISTEN_BACKLOG` and address reuse (a
+/// restart does not wait for the old connections' TIME_WAIT).
+pub fn listen(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match address {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Raise the soft limit on open files to the hard limit, as Go's runtime
@@ -646,5 +931,219 @@ mod tests {
                 .await
                 .unwrap_or_else(|_| panic!("{signal} did not complete the future"));
         }
+    }
+}
+
+#[cfg(test)]
+mod body_tests {
+    use std::time::Duration;
+
+    use axum::Router;
+    use axum::routing::{get, post};
+    use http_body_util::BodyExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::{Limits, serve};
+    use crate::http::extract::BodyBytes;
+
+    /// A server whose `/count` answers how many data frames and bytes its
+    /// body came in, `/echo` the length of its body as the API's extractor
+    /// reads it, and `/` "ok".
+    async fn server(limits: Limits) -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = Router::new()
+            .route("/", get(|| async { "ok" }))
+            .route(
+                "/count",
+                post(|body: axum::body::Body| async move {
+                    let (mut frames, mut bytes) = (0, 0);
+                    let mut body = body;
+                    while let Some(frame) = body.frame().await {
+                        if let Ok(data) = frame.unwrap().into_data() {
+                            frames += 1;
+                            bytes += data.len();
+                        }
+                    }
+                    format!("{frames} {bytes}")
+                }),
+            )
+            .route(
+                "/echo",
+                post(|BodyBytes(body): BodyBytes| async move { body.len().to_string() }),
+            );
+        tokio::spawn(serve(listener, router, std::future::pending(), limits));
+        address
+    }
+
+    async fn answer(stream: &mut TcpStream) -> String {
+        let mut answer = Vec::new();
+        let mut buffer = [0u8; 4096];
+        // One answer: stop at the first read that ends it (short answers).
+        loop {
+            let read = tokio::time::timeout(Duration::from_secs(20), stream.read(&mut buffer))
+                .await
+                .expect("an answer within 20 s")
+                .unwrap();
+            answer.extend_from_slice(&buffer[..read]);
+            let text = String::from_utf8_lossy(&answer);
+            if read == 0 || text.contains("\r\n\r\n") && !text.ends_with("\r\n\r\n") {
+                return text.into_owned();
+            }
+        }
+    }
+
+    /// A body sent a byte at a time reaches the handler as one piece, not
+    /// one frame per byte: hyper's frames share its read buffer, and a
+    /// handler collecting a thousand of them held a buffer for each.
+    #[tokio::test]
+    async fn a_body_sent_a_byte_at_a_time_arrives_in_one_piece() {
+        let address = server(Limits::default()).await;
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        stream
+            .write_all(b"POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n")
+            .await
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        for _ in 0..300 {
+            stream.write_all(b"x").await.unwrap();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let answer = answer(&mut stream).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("1 300"), "{answer}");
+    }
+
+    /// A body that does not arrive within the body time-out is answered 408,
+    /// as a problem document, well before the request time-out.
+    #[tokio::test]
+    async fn a_body_that_does_not_arrive_in_time_is_answered_408() {
+        let limits = Limits {
+            body_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        let address = server(limits).await;
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        stream
+            .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let answer = answer(&mut stream).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("application/problem+json"), "{answer}");
+        assert!(answer.contains("did not arrive within 1 s"), "{answer}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+
+    /// Bodies arriving at once share a budget: past it a request is refused
+    /// with 503 (and Retry-After) rather than held in memory; once those
+    /// bodies are gone, the next fits again.
+    #[tokio::test]
+    async fn bodies_arriving_at_once_share_a_budget() {
+        let limits = Limits {
+            receiving_bytes: 1000,
+            ..Limits::default()
+        };
+        let address = server(limits).await;
+        // 800 bytes of a 900-byte body, held.
+        let mut holding = TcpStream::connect(address).await.unwrap();
+        holding
+            .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n")
+            .await
+            .unwrap();
+        holding.write_all(&[b'x'; 800]).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut other = TcpStream::connect(address).await.unwrap();
+        other
+            .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n")
+            .await
+            .unwrap();
+        other.write_all(&[b'y'; 300]).await.unwrap();
+        let refused = answer(&mut other).await;
+        assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+        assert!(
+            refused.to_ascii_lowercase().contains("retry-after: 1"),
+            "{refused}"
+        );
+        assert!(refused.contains("too many request bodies"), "{refused}");
+        // The first completes; its bytes go back to the budget.
+        holding.write_all(&[b'x'; 100]).await.unwrap();
+        let done = answer(&mut holding).await;
+        assert!(done.ends_with("900"), "{done}");
+        let mut again = TcpStream::connect(address).await.unwrap();
+        again
+            .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n")
+            .await
+            .unwrap();
+        again.write_all(&[b'y'; 300]).await.unwrap();
+        let fits = answer(&mut again).await;
+        assert!(fits.ends_with("300"), "{fits}");
+    }
+
+    /// At the connection limit, connections stalled in a request body give
+    /// way to a new client, as idle ones do: before, a client that trickled
+    /// bodies on every place kept all others out until the time-out.
+    #[tokio::test]
+    async fn stalled_bodies_give_way_at_the_connection_limit() {
+        let limits = Limits {
+            max_connections: 2,
+            ..Limits::default()
+        };
+        let address = server(limits).await;
+        let mut stalled = Vec::new();
+        for _ in 0..2 {
+            let mut stream = TcpStream::connect(address).await.unwrap();
+            stream
+                .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
+                .await
+                .unwrap();
+            stalled.push(stream);
+        }
+        // Past the grace given to new connections.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let mut client = TcpStream::connect(address).await.unwrap();
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let started = std::time::Instant::now();
+        let answer = answer(&mut client).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[cfg(test)]
+mod listen_tests {
+    use std::time::Duration;
+
+    /// A burst of connections beyond 128 is queued by the kernel while none
+    /// is accepted yet: with Rust's default backlog (128) the rest were
+    /// dropped and retried a second later.
+    #[tokio::test]
+    async fn the_listener_queues_a_burst_of_connections() {
+        let listener = super::listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let address = listener.local_addr().unwrap();
+        let somaxconn: usize = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(4096);
+        let burst = 500.min(somaxconn);
+        let connects = (0..burst).map(|_| {
+            tokio::time::timeout(
+                Duration::from_millis(800),
+                tokio::net::TcpStream::connect(address),
+            )
+        });
+        let results = futures_util::future::join_all(connects).await;
+        let queued = results.iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
+        assert_eq!(queued, burst, "connections queued before any accept");
+        drop(listener);
     }
 }

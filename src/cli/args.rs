@@ -225,6 +225,27 @@ pub struct ServeArgs {
     )]
     pub max_connections: usize,
 
+    /// How long a request's body may take to arrive after its headers, in
+    /// seconds (1 to 3,600); then the request is answered 408.
+    #[arg(
+        long,
+        env = "JOULECAST_BODY_TIMEOUT_S",
+        default_value_t = crate::server::DEFAULT_BODY_TIMEOUT_S,
+        value_parser = clap::value_parser!(u64).range(1..=3_600)
+    )]
+    pub body_timeout_s: u64,
+
+    /// The most request-body bytes held while bodies arrive, over all
+    /// requests at once (at least --max-body-bytes); a body that would pass
+    /// it is answered 503 with Retry-After. Bounds the memory of many
+    /// clients sending large bodies slowly.
+    #[arg(
+        long,
+        env = "JOULECAST_MAX_RECEIVING_BYTES",
+        default_value_t = crate::server::DEFAULT_RECEIVING_BYTES
+    )]
+    pub max_receiving_bytes: usize,
+
     /// How long API tokens and application rows are kept in memory, in
     /// seconds (0: not at all). Changes reach every replica at once through
     /// PostgreSQL notifications; this bounds the delay if one is lost.

@@ -93,9 +93,8 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
     telemetry::init_metrics();
     server::raise_open_file_limit();
     // Claim the address first: a port in use fails at once, before any database work.
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("listening on {}", args.listen))?;
+    let listener =
+        server::listen(args.listen).with_context(|| format!("listening on {}", args.listen))?;
     let db = db::open(global, Sharing::Exclusive).await?;
     if !args.no_migrate {
         db::migrate(&db.pool).await?;
@@ -142,6 +141,9 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
             drain: Duration::from_secs(args.shutdown_timeout_s),
             header_timeout: Duration::from_secs(args.header_timeout_s),
             max_connections: args.max_connections,
+            body_timeout: Duration::from_secs(args.body_timeout_s),
+            // A body as large as allowed must fit.
+            receiving_bytes: args.max_receiving_bytes.max(args.max_body_bytes),
         },
     )
     .await;

@@ -91,6 +91,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -126,6 +127,12 @@ impl ApiError {
                 "payload-too-large",
                 "Payload too large",
                 format!("the request body is larger than the limit of {limit} bytes"),
+                vec![],
+            ),
+            ApiError::BodyTimeout(seconds) => (
+                "body-timeout",
+                "Request timeout",
+                format!("the request body did not arrive within {seconds} s"),
                 vec![],
             ),
             ApiError::UnsupportedMediaType => (

@@ -26,15 +26,37 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
         if !is_json {
             return Err(ApiError::UnsupportedMediaType);
         }
+        let BodyBytes(bytes) = BodyBytes::from_request(req, state).await?;
+        from_json_slice(&bytes).map(Json)
+    }
+}
+
+/// A whole request body, any type. Like axum's `Bytes`, with rejections as
+/// problem documents: too large (413), not received in time (408), or
+/// refused while too many bodies arrive at once (503; see
+/// `server::ReceivedBody`).
+pub struct BodyBytes(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for BodyBytes {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let limit = body_limit(&req);
+        let stop = req.extensions().get::<crate::server::BodyStop>().cloned();
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge(limit)
-            } else {
-                ApiError::bad_request("body", rejection.body_text())
+            use crate::server::Stopped;
+            match stop.and_then(|s| s.reason()) {
+                Some(Stopped::TimedOut(limit)) => ApiError::BodyTimeout(limit.as_secs()),
+                Some(Stopped::OverBudget) => ApiError::Unavailable(
+                    "too many request bodies are arriving at once; retry shortly",
+                ),
+                None if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+                    ApiError::PayloadTooLarge(limit)
+                }
+                None => ApiError::bad_request("body", rejection.body_text()),
             }
         })?;
-        from_json_slice(&bytes).map(Json)
+        Ok(BodyBytes(bytes))
     }
 }
 

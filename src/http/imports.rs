@@ -1,6 +1,5 @@
 //! `POST /v1/import/sacct`: Slurm accounting records as runs (docs/model.md §7).
 
-use axum::body::Bytes;
 use axum::extract::State;
 use chrono::{FixedOffset, Offset, Utc};
 use clap::ValueEnum;
@@ -11,7 +10,7 @@ use super::AppState;
 use super::auth::{self, Authorized};
 use super::error::responses::{NeedsIngest, Unauthorized, Unavailable};
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::Query;
+use super::extract::{BodyBytes, Query};
 use crate::import::Summary;
 use crate::sacct::{AppFrom, Options};
 use crate::service::imports;
@@ -95,7 +94,7 @@ pub async fn import_sacct(
     _: Authorized<auth::Ingest>,
     State(state): State<AppState>,
     Query(params): Query<SacctParams>,
-    body: Bytes,
+    BodyBytes(body): BodyBytes,
 ) -> ApiResult<axum::Json<Summary>> {
     let options = params.options().map_err(ApiError::BadRequest)?;
     let text = std::str::from_utf8(&body)

@@ -25,6 +25,9 @@ pub enum Error {
     },
     #[error("request body larger than {0} bytes")]
     PayloadTooLarge(usize),
+    /// The request's body did not arrive within this many seconds.
+    #[error("request body not received within {0} s")]
+    BodyTimeout(u64),
     #[error("unsupported media type")]
     UnsupportedMediaType,
     #[error("service unavailable: {0}")]

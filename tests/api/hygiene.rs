@@ -150,6 +150,44 @@ async fn responses_carry_a_request_id() {
         .unwrap();
     let reply = app.send(request).await;
     assert_eq!(reply.headers["x-request-id"], "scheduler-abc-1");
+    // Echoed and logged with every line: one too long, not plain text, or
+    // given twice is replaced by a generated one.
+    let long = "x".repeat(129);
+    let ids: [&[&[u8]]; 4] = [
+        &[long.as_bytes()],
+        &[b"with space"],
+        &[b"caf\xc3\xa9"],
+        &[b"one", b"two"],
+    ];
+    for given in ids {
+        let mut request = axum::http::Request::builder().uri("/healthz");
+        for id in given {
+            request = request.header(
+                "x-request-id",
+                axum::http::HeaderValue::from_bytes(id).unwrap(),
+            );
+        }
+        let reply = app
+            .send(request.body(axum::body::Body::empty()).unwrap())
+            .await;
+        let echoed = reply
+            .headers
+            .get_all("x-request-id")
+            .iter()
+            .collect::<Vec<_>>();
+        assert_eq!(echoed.len(), 1, "{given:?}");
+        assert_eq!(echoed[0].len(), 36, "a UUID for {given:?}: {:?}", echoed[0]);
+    }
+    let longest = "y".repeat(128);
+    let request = axum::http::Request::builder()
+        .uri("/healthz")
+        .header("x-request-id", &longest)
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(
+        app.send(request).await.headers["x-request-id"],
+        longest.as_str()
+    );
 }
 
 #[tokio::test]
