@@ -157,7 +157,11 @@ pub async fn max_nodes(
             Box::new(move |n| bounds::worst_of(best.model.predict_model(n).value, n, &scale))
         }
     };
-    let found = capacity::max_nodes(nodes_range, params.power_limit_w, &apc_at);
+    let limit_w = params.power_limit_w;
+    let (found, apc_at) = scan(&state, &range, move || {
+        (capacity::max_nodes(nodes_range, limit_w, &apc_at), apc_at)
+    })
+    .await?;
     let (nodes, apc_w, next_apc_w, reason) = match found {
         Some((n, apc)) => (
             Some(n),

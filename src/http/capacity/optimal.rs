@@ -129,20 +129,24 @@ pub async fn optimal_nodes(
     let app = apps::find(&state, &tag).await?;
     let range = search_range(min, max, &app)?;
     let (ets, tts, models) = energy_and_time(&state, &app, allowed).await?;
-    let nodes = || range.min_nodes..=range.max_nodes;
+    let nodes = range.min_nodes..=range.max_nodes;
     let objective = match params.objective {
         ObjectiveName::Energy => Objective::Energy,
         ObjectiveName::Time => Objective::Time,
     };
-    let choice = capacity::optimal(
-        nodes(),
-        objective,
-        &ets,
-        &tts,
-        params.deadline_s,
-        params.energy_budget_j,
-    );
-    let (least_energy, fastest) = extremes(nodes(), &ets, &tts);
+    let (deadline_s, energy_budget_j) = (params.deadline_s, params.energy_budget_j);
+    let (choice, (least_energy, fastest)) = scan(&state, &range, move || {
+        let choice = capacity::optimal(
+            nodes.clone(),
+            objective,
+            &ets,
+            &tts,
+            deadline_s,
+            energy_budget_j,
+        );
+        (choice, extremes(nodes, &ets, &tts))
+    })
+    .await?;
     let reason = choice.is_none().then(|| {
         let mut why = Vec::new();
         if let (Some(deadline), Some(f)) = (params.deadline_s, fastest)
@@ -204,7 +208,8 @@ pub(crate) async fn least_energy_and_fastest(
 ) -> ApiResult<(Option<NodeChoice>, Option<NodeChoice>)> {
     let range = search_range(None, None, app)?;
     let (ets, tts, _) = energy_and_time(state, app, None).await?;
-    let (energy, time) = extremes(range.min_nodes..=range.max_nodes, &ets, &tts);
+    let nodes = range.min_nodes..=range.max_nodes;
+    let (energy, time) = scan(state, &range, move || extremes(nodes, &ets, &tts)).await?;
     Ok((energy.map(NodeChoice::from), time.map(NodeChoice::from)))
 }
 
@@ -225,9 +230,47 @@ pub struct Pareto {
     pub app: String,
     pub range: SearchRange,
     /// The node counts no other count beats on both time and energy, by
-    /// ascending node count (so by falling time and rising energy).
+    /// ascending node count (so by falling time and rising energy). At most
+    /// 1,000 of them: a longer front is thinned to counts evenly spread in
+    /// log n, its two ends kept.
     pub front: Vec<NodeChoice>,
+    /// How many node counts the whole front has.
+    pub front_counts: usize,
     pub models: ModelsUsed,
+}
+
+/// The most points a Pareto answer lists (a front over 100,000 counts was
+/// 6.8 MB of JSON).
+const MAX_FRONT_POINTS: usize = 1_000;
+
+/// At most `MAX_FRONT_POINTS` of `front` (ascending node counts): its ends,
+/// and between them the first count at or past each of evenly spaced steps
+/// in log n.
+fn thin(front: Vec<NodeChoice>) -> Vec<NodeChoice> {
+    let (Some(first), Some(last)) = (front.first(), front.last()) else {
+        return front;
+    };
+    if front.len() <= MAX_FRONT_POINTS {
+        return front;
+    }
+    let (low, high) = (f64::from(first.nodes).ln(), f64::from(last.nodes).ln());
+    let steps = (MAX_FRONT_POINTS - 1) as f64;
+    let mut kept = Vec::with_capacity(MAX_FRONT_POINTS);
+    let mut step = 0.0;
+    for (i, choice) in front.iter().enumerate() {
+        let at = f64::from(choice.nodes).ln();
+        let is_last = i + 1 == front.len();
+        if is_last || at >= low + step / steps * (high - low) {
+            kept.push(*choice);
+            // The next step past this count.
+            step = ((at - low) / (high - low) * steps).floor() + 1.0;
+        }
+        if kept.len() == MAX_FRONT_POINTS - 1 && !is_last {
+            kept.extend(front.last().copied());
+            break;
+        }
+    }
+    kept
 }
 
 /// The time/energy Pareto-optimal node counts.
@@ -264,11 +307,57 @@ pub async fn pareto(
     let app = apps::find(&state, &tag).await?;
     let range = search_range(min, max, &app)?;
     let (ets, tts, models) = energy_and_time(&state, &app, allowed).await?;
-    let front = capacity::pareto(range.min_nodes..=range.max_nodes, ets, tts);
+    let nodes = range.min_nodes..=range.max_nodes;
+    let front = scan(&state, &range, move || capacity::pareto(nodes, ets, tts)).await?;
+    let front: Vec<NodeChoice> = front.into_iter().map(NodeChoice::from).collect();
     Ok(axum::Json(Pareto {
         app: app.tag.clone(),
         range,
-        front: front.into_iter().map(NodeChoice::from).collect(),
+        front_counts: front.len(),
+        front: thin(front),
         models,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn front(nodes: impl Iterator<Item = u32>) -> Vec<NodeChoice> {
+        nodes
+            .map(|n| NodeChoice {
+                nodes: n,
+                ets_j: f64::from(n),
+                tts_s: 1.0 / f64::from(n),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_long_front_is_thinned_evenly_in_log_n_keeping_its_ends() {
+        let short = front(1..=MAX_FRONT_POINTS as u32);
+        assert_eq!(
+            thin(short.clone()).len(),
+            short.len(),
+            "short fronts are whole"
+        );
+        let long = front(1..=100_000);
+        let kept = thin(long);
+        assert!(kept.len() <= MAX_FRONT_POINTS, "{}", kept.len());
+        // Small counts are further apart in log n than a step: fewer kept.
+        assert!(kept.len() >= MAX_FRONT_POINTS / 2, "{}", kept.len());
+        assert_eq!(kept.first().unwrap().nodes, 1);
+        assert_eq!(kept.last().unwrap().nodes, 100_000);
+        assert!(kept.windows(2).all(|w| w[0].nodes < w[1].nodes));
+        // Evenly in log n: no gap in ln n wider than a few steps.
+        let step = (100_000f64).ln() / (MAX_FRONT_POINTS - 1) as f64;
+        let widest = kept
+            .windows(2)
+            .map(|w| f64::from(w[1].nodes).ln() - f64::from(w[0].nodes).ln())
+            .fold(0.0, f64::max);
+        assert!(
+            widest <= 2.0 * step + 0.7,
+            "widest gap {widest} (ln 2 at the start)"
+        );
+    }
 }
