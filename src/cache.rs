@@ -160,7 +160,16 @@ impl<K: Eq + Hash, V: Clone> TtlMap<K, V> {
 pub struct Caches {
     generation: Generation,
     tokens: TtlMap<TokenHash, Arc<CachedToken>>,
+    /// Secrets that matched no live token, so that a client repeating a bad
+    /// one costs no database read each time (a probe: 66,590 reads for
+    /// 67,625 requests). A secret never seen before cannot become a token
+    /// (new tokens are random), and a revoked or expired one stays so.
+    bad_tokens: TtlMap<TokenHash, ()>,
     apps: TtlMap<String, Arc<AppRow>>,
+    /// Tags read and found to name no application, for `ABSENT_TTL`: a
+    /// batch of predictions naming a thousand unknown applications read
+    /// each from the database, every time.
+    absent_apps: TtlMap<String, ()>,
     /// Node powers per (workload, partition), for APC bounds; `None` where
     /// no node has samples, so that predictions do not ask again.
     node_powers: TtlMap<PowersKey, Option<Arc<NodePowers>>>,
@@ -185,6 +194,13 @@ pub struct Caches {
     started: Instant,
 }
 
+/// How long an application read as absent is taken for absent (unless its
+/// creation is notified sooner): short, since a job start on another
+/// replica creates one without telling.
+const ABSENT_TTL: Duration = Duration::from_secs(1);
+/// The most bad secrets and absent tags remembered (then all are dropped).
+const MAX_MISSES: usize = 10_000;
+
 /// How long a failed read makes the database count as unreachable.
 const READ_FAILURE_HOLD: Duration = Duration::from_secs(5);
 
@@ -197,7 +213,9 @@ impl Caches {
         let generation = Generation::default();
         Caches {
             tokens: TtlMap::new(ttl, &generation),
+            bad_tokens: TtlMap::bounded(ttl, &generation, MAX_MISSES),
             apps: TtlMap::new(ttl, &generation),
+            absent_apps: TtlMap::bounded(ttl.min(ABSENT_TTL), &generation, MAX_MISSES),
             node_powers: TtlMap::new(ttl, &generation),
             load: TtlMap::new(ttl, &generation),
             answers: TtlMap::bounded(ttl, &Generation::default(), MAX_ANSWERS),
@@ -279,6 +297,29 @@ impl Caches {
 
     pub fn forget_tokens(&self) {
         self.tokens.clear();
+        self.bad_tokens.clear();
+    }
+
+    /// Whether `hash` was found to match no live token lately.
+    pub fn bad_token(&self, hash: &TokenHash) -> bool {
+        self.bad_tokens.fresh(hash).is_some()
+    }
+
+    /// Remember that `hash`, read at generation `read_at`, matched no live
+    /// token.
+    pub fn put_bad_token(&self, hash: TokenHash, read_at: u64) {
+        self.bad_tokens.put(hash, (), read_at);
+    }
+
+    /// Whether `tag` was read lately and named no application.
+    pub fn app_absent(&self, tag: &str) -> bool {
+        self.absent_apps.fresh(tag).is_some()
+    }
+
+    /// Remember that `tag`, read at generation `read_at`, named no
+    /// application.
+    pub fn put_absent_app(&self, tag: &str, read_at: u64) {
+        self.absent_apps.put(tag.to_owned(), (), read_at);
     }
 
     pub fn app(&self, tag: &str) -> Option<Arc<AppRow>> {
@@ -299,6 +340,7 @@ impl Caches {
     /// (they are kept by request, not by application).
     pub fn forget_app(&self, tag: &str) {
         self.apps.remove(tag);
+        self.absent_apps.remove(tag);
         self.answers.clear();
     }
 
@@ -397,6 +439,7 @@ impl Caches {
         self.forget_tokens();
         self.forget_nodes();
         self.apps.clear();
+        self.absent_apps.clear();
     }
 
     /// Apply one notification payload.

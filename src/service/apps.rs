@@ -24,6 +24,10 @@ pub async fn find(service: &Service, tag: &Tag) -> Result<Arc<AppRow>> {
     if let Some(row) = service.caches.app(tag) {
         return Ok(row);
     }
+    let absent = || Error::NotFound(format!("no application `{tag}`"));
+    if service.caches.app_absent(tag) {
+        return Err(absent());
+    }
     // During an outage, the row as last read (docs/operations.md).
     let stale = || service.caches.stale_app(tag);
     if service.caches.degraded()
@@ -36,7 +40,11 @@ pub async fn find(service: &Service, tag: &Tag) -> Result<Arc<AppRow>> {
         Ok(found) => found,
         Err(e) => return service.stale_or(e, stale()),
     };
-    let row = Arc::new(found.ok_or_else(|| Error::NotFound(format!("no application `{tag}`")))?);
+    let Some(found) = found else {
+        service.caches.put_absent_app(tag, read_at);
+        return Err(absent());
+    };
+    let row = Arc::new(found);
     service.caches.put_app(row.clone(), read_at);
     Ok(row)
 }

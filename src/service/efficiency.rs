@@ -21,6 +21,10 @@ pub async fn store(
         .ok_or_else(|| Error::Internal(anyhow::anyhow!("application {tag} not ensured")))?;
     let created = store::efficiency::upsert(&mut tx, app_id, measurements).await?;
     tx.commit().await?;
+    // The application may be new, and read as absent just before.
+    if !apps.created.is_empty() {
+        service.caches.forget_app(tag);
+    }
     Ok((created, app_id))
 }
 

@@ -262,11 +262,12 @@ pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
     // removes it again.
     let created_app = match known {
         Some(_) => None,
-        None => Some(
-            store::apps::ensure(&mut *service.pool.acquire().await?, &tag)
-                .await?
-                .id,
-        ),
+        None => {
+            let app = store::apps::ensure(&mut *service.pool.acquire().await?, &tag).await?;
+            // It was read as absent just now; the notification follows.
+            service.caches.forget_app(&tag);
+            Some(app.id)
+        }
     };
     let now = Utc::now();
     let started_at = input.started_at.unwrap_or(now);

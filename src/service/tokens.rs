@@ -81,15 +81,20 @@ pub async fn authenticate(service: &Service, secret: &str) -> Result<Arc<CachedT
     if let Some(token) = service.caches.token(&hash).or_else(stale) {
         return Ok(token);
     }
+    let invalid = || Error::Unauthorized("the token is invalid, expired or revoked");
+    if service.caches.bad_token(&hash) {
+        return Err(invalid());
+    }
     let read_at = service.caches.generation();
     // Boxed: every request's future need not hold the read's.
     let found = match Box::pin(store::tokens::authenticate(&service.pool, &hash)).await {
         Ok(found) => found,
         Err(e) => return service.stale_or(e, service.caches.stale_token(&hash)),
     };
-    let (id, scopes, expires_at) = found.ok_or(Error::Unauthorized(
-        "the token is invalid, expired or revoked",
-    ))?;
+    let Some((id, scopes, expires_at)) = found else {
+        service.caches.put_bad_token(hash, read_at);
+        return Err(invalid());
+    };
     let token = Arc::new(CachedToken {
         id,
         scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),

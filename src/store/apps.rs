@@ -72,12 +72,15 @@ pub struct BatchApps {
 /// transaction ends. `FOR NO KEY UPDATE`: batches wait for each other, but a
 /// job start (which only references the row) does not wait for a batch.
 pub async fn ensure_and_lock(conn: &mut PgConnection, tags: &[&str]) -> sqlx::Result<BatchApps> {
-    let created: Vec<i64> = sqlx::query_scalar(
+    // Those created are told to every replica (one may have read the tag as
+    // absent), when the transaction commits.
+    let created: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "INSERT INTO applications (tag)
          SELECT tag FROM unnest($1::text[]) AS t(tag) ORDER BY tag
          ON CONFLICT (tag) DO NOTHING
-         RETURNING id",
-    )
+         RETURNING id, {notify} IS NULL",
+        notify = notify::sql_app("tag"),
+    )))
     .bind(tags)
     .fetch_all(&mut *conn)
     .await?;
@@ -205,8 +208,14 @@ pub async fn list(
 /// insertion and the reading (`remove_if_unused`, for another job) is
 /// inserted again.
 pub async fn ensure(conn: &mut PgConnection, tag: &str) -> sqlx::Result<AppRow> {
+    // Created: every replica is told (one may have read the tag as absent).
+    let insert = format!(
+        "INSERT INTO applications (tag) VALUES ($1) ON CONFLICT (tag) DO NOTHING
+         RETURNING {notify} IS NULL",
+        notify = notify::sql_app("tag"),
+    );
     for _ in 0..3 {
-        sqlx::query("INSERT INTO applications (tag) VALUES ($1) ON CONFLICT (tag) DO NOTHING")
+        sqlx::query(sqlx::AssertSqlSafe(insert.as_str()))
             .bind(tag)
             .execute(&mut *conn)
             .await?;

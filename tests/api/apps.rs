@@ -294,3 +294,36 @@ async fn every_application_route_refuses_a_bad_tag_naming_app() {
         .unwrap();
     assert_eq!(count, 0, "nothing was created for a bad tag");
 }
+
+/// A tag read and found to name no application is answered from memory
+/// for a moment: a batch naming a thousand unknown applications read each
+/// from the database, every time (a probe). Shown with the database gone;
+/// an application created meanwhile is found at once.
+#[tokio::test]
+async fn an_unknown_application_is_remembered_briefly() {
+    let app = TestApp::new().await;
+    let ask = |tag: &str| format!("/v1/apps/{tag}/predictions?nodes=4");
+    app.get(&ask("nowhere"), &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    // Created since it was read as absent: found at once.
+    app.get(&ask("lammps"), &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    app.ingest(&run("lammps", "j1", 4)).await;
+    let found = app.get(&ask("lammps"), &app.read).await;
+    assert_eq!(found.status, StatusCode::OK, "{:#}", found.body);
+
+    app.pool.close().await;
+    app.get(&ask("nowhere"), &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    app.get(&ask("elsewhere"), &app.read)
+        .await
+        .assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+    // Not for long: after a second the tag is read again.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    app.get(&ask("nowhere"), &app.read)
+        .await
+        .assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+}
