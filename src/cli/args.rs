@@ -202,7 +202,8 @@ pub struct ServeArgs {
 
     /// How long a connection may take to send a request's headers, counted
     /// from its opening or its previous answer, in seconds (1 to 86,400); then
-    /// it is closed. This bounds idle keep-alive connections too.
+    /// it is closed. This bounds idle keep-alive connections too, and how
+    /// long an answer may wait for its client to read any of it.
     #[arg(
         long,
         env = "JOULECAST_HEADER_TIMEOUT_S",

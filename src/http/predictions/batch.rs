@@ -39,6 +39,9 @@ pub struct PredictionQuery {
     pub partition: Option<String>,
 }
 
+/// Queries of a batch answered between two yields to the runtime.
+const YIELD_EVERY: usize = 64;
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PredictionBatch {
@@ -134,6 +137,11 @@ pub async fn post_predictions(
     let mut apps: HashMap<String, Result<Arc<AppRow>, Problem>> = HashMap::new();
     let mut answers = Vec::with_capacity(count);
     for (index, value) in batch.queries.into_iter().enumerate() {
+        // A thousand answers take tens of ms: let the worker's other
+        // requests (a /healthz, a scheduler's question) in between.
+        if index % YIELD_EVERY == YIELD_EVERY - 1 {
+            tokio::task::yield_now().await;
+        }
         let answer = match answer(&state, &mut apps, index, value, allowed).await {
             Ok(ok) => BatchAnswer {
                 index,
