@@ -113,7 +113,8 @@ async fn read(service: &Service) -> Result<String> {
         "The running jobs' reserved power, W.",
         &mut scopes
             .iter()
-            .map(|(l, h)| (l.as_str(), h.jobs.iter().map(|j| j.reserved_w).sum())),
+            // Folded from +0: an empty f64 sum is -0, shown as "-0.0".
+            .map(|(l, h)| (l.as_str(), h.jobs.iter().fold(0.0, |w, j| w + j.reserved_w))),
     );
     gauge(
         "jobs_running",

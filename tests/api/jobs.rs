@@ -52,6 +52,9 @@ async fn a_job_lives_from_start_to_history() {
     assert_eq!(reply.body["run"]["account"], "proj1");
     let jobs = app.get("/v1/jobs", &app.read).await;
     assert!(jobs.body["items"].as_array().unwrap().is_empty());
+    // No job: +0 W, not the -0 an empty float sum gives.
+    let reserved = jobs.body["reserved_w"].as_f64().unwrap();
+    assert!(reserved == 0.0 && reserved.is_sign_positive(), "{reserved}");
     // The predictor learnt from it: 3 nodes is now measured history.
     let after = app
         .get("/v1/apps/lin/predictions?nodes=3&metric=apc", &app.read)

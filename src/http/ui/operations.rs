@@ -43,7 +43,7 @@ pub async fn power(viewer: Viewer, State(state): State<AppState>) -> PageResult 
                         dl {
                             dt { "Cap" } dd data-check="cap_w" { (format::power(cap.limit_w)) " (" (cap.name) ")" }
                             dt { "Draw" } dd data-check="draw_w" { (format::power(h.draw_w)) }
-                            dt { "Reserved by jobs" } dd data-check="reserved_w" { (format::power(h.jobs.iter().map(|j| j.reserved_w).sum::<f64>())) }
+                            dt { "Reserved by jobs" } dd data-check="reserved_w" { (format::power(h.jobs.iter().fold(0.0, |w, j| w + j.reserved_w))) }
                             dt { "Idle nodes" } dd { (h.idle.nodes) " drawing " (format::power(h.idle.power_w)) }
                             dt { "Running jobs" } dd data-check="jobs" data-si=(h.jobs.len()) { (h.jobs.len()) }
                         }
