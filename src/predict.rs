@@ -11,7 +11,7 @@
 //! the next query.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use chrono::{DateTime, Utc};
@@ -111,17 +111,34 @@ struct BestNodeHistory {
     /// How many runs are folded in.
     runs: i64,
     by_nodes: std::collections::BTreeMap<u32, NodeStats>,
+    /// Every run folded in, kept compactly while the memory allowed
+    /// (`KeptRuns`): new node powers then normalise them again in memory.
+    kept: Option<KeptRuns>,
 }
 
 impl BestNodeHistory {
     /// No run folded in yet.
-    fn new(powers_id: u64) -> BestNodeHistory {
+    fn new(powers_id: u64, budget: &Arc<AtomicUsize>) -> BestNodeHistory {
         BestNodeHistory {
             powers_id,
             last_run_id: i64::MIN,
             runs: 0,
             by_nodes: Default::default(),
+            kept: Some(KeptRuns::new(budget.clone())),
         }
+    }
+
+    /// With new node powers: the statistics again from the kept runs, and
+    /// `true`; `false` (nothing changed) when the runs were not kept.
+    fn renormalise(&mut self, powers: &NodePowers) -> bool {
+        let Some(kept) = &self.kept else {
+            return false;
+        };
+        let mut by_nodes = std::collections::BTreeMap::new();
+        kept.each(powers, |o| add_observation(&mut by_nodes, o));
+        self.by_nodes = by_nodes;
+        self.powers_id = powers.id;
+        true
     }
 
     /// Fold in the runs of application `app_id` stored after the last one
@@ -144,15 +161,137 @@ impl BestNodeHistory {
     fn fold(&mut self, run: &RunPower, powers: &NodePowers) {
         self.last_run_id = self.last_run_id.max(run.id);
         self.runs += 1;
-        let o = best_node_observation(run, powers);
-        if !o.is_usable() {
-            return;
+        if self.kept.as_mut().is_some_and(|kept| !kept.push(run)) {
+            // Over the memory allowed: new powers will read the runs again.
+            self.kept = None;
         }
-        let stats = NodeStats::run(o.nodes, o.value, o.weight);
-        self.by_nodes
-            .entry(o.nodes)
-            .and_modify(|s| s.merge(&stats))
-            .or_insert(stats);
+        add_observation(&mut self.by_nodes, best_node_observation(run, powers));
+    }
+}
+
+/// Fold one normalised run into per-count statistics (unless unusable).
+fn add_observation(by_nodes: &mut std::collections::BTreeMap<u32, NodeStats>, o: Observation) {
+    if !o.is_usable() {
+        return;
+    }
+    let stats = NodeStats::run(o.nodes, o.value, o.weight);
+    by_nodes
+        .entry(o.nodes)
+        .and_modify(|s| s.merge(&stats))
+        .or_insert(stats);
+}
+
+/// The most memory all best-node histories may keep their runs in: about
+/// 30 bytes a run plus 4 a node name, so some 4 million runs of 8 nodes.
+const MAX_KEPT_BYTES: usize = 256 << 20;
+
+/// The runs of a best-node history, in the order they were folded in, as
+/// what normalising them needs: node count, APC, quality and the nodes
+/// (interned). New node powers (a new sample, a node registered) then cost
+/// a pass over memory, not a read of every run with its node list (1.8 s at
+/// 200,000 runs). Memory is charged to a budget shared by all histories;
+/// past it a history stops keeping its runs.
+#[derive(Debug)]
+struct KeptRuns {
+    nodes: Vec<u32>,
+    apc: Vec<f64>,
+    quality: Vec<f64>,
+    /// Each run's node ids: `ids[start..end]`; `None` without a node list.
+    spans: Vec<Option<(u32, u32)>>,
+    ids: Vec<u32>,
+    names: Vec<String>,
+    index: FastMap<String, u32>,
+    /// Bytes charged to `budget`.
+    bytes: usize,
+    budget: Arc<AtomicUsize>,
+}
+
+impl KeptRuns {
+    fn new(budget: Arc<AtomicUsize>) -> KeptRuns {
+        KeptRuns {
+            nodes: Vec::new(),
+            apc: Vec::new(),
+            quality: Vec::new(),
+            spans: Vec::new(),
+            ids: Vec::new(),
+            names: Vec::new(),
+            index: FastMap::default(),
+            bytes: 0,
+            budget,
+        }
+    }
+
+    /// Keep `run`; `false` when the budget has no room for it.
+    fn push(&mut self, run: &RunPower) -> bool {
+        let list = run.node_list.as_deref().unwrap_or_default();
+        let new_names: usize = list
+            .iter()
+            .filter(|n| !self.index.contains_key(n.as_str()))
+            .map(|n| 2 * n.len() + 64)
+            .sum();
+        let bytes = 32 + 4 * list.len() + new_names;
+        let charged = self
+            .budget
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes)
+                    .filter(|&total| total <= MAX_KEPT_BYTES)
+            })
+            .is_ok();
+        if !charged {
+            return false;
+        }
+        self.bytes += bytes;
+        self.nodes.push(u32::try_from(run.nodes).unwrap_or(0));
+        self.apc.push(run.avg_power_w);
+        self.quality.push(run.quality);
+        self.spans.push(run.node_list.as_ref().map(|list| {
+            let start = self.ids.len() as u32;
+            for name in list {
+                let id = match self.index.get(name.as_str()) {
+                    Some(&id) => id,
+                    None => {
+                        let id = self.names.len() as u32;
+                        self.names.push(name.clone());
+                        self.index.insert(name.clone(), id);
+                        id
+                    }
+                };
+                self.ids.push(id);
+            }
+            (start, self.ids.len() as u32)
+        }));
+        true
+    }
+
+    /// Each kept run normalised with `powers`, in the order kept, exactly as
+    /// `best_node_observation` normalises it read from the database.
+    fn each(&self, powers: &NodePowers, mut observe: impl FnMut(Observation)) {
+        let power_of: Vec<Option<f64>> = self
+            .names
+            .iter()
+            .map(|n| powers.power_w.get(n).copied())
+            .collect();
+        let mut node_powers = Vec::new();
+        for i in 0..self.nodes.len() {
+            node_powers.clear();
+            if let Some((start, end)) = self.spans[i] {
+                let ids = &self.ids[start as usize..end as usize];
+                node_powers.extend(ids.iter().map(|&id| power_of[id as usize]));
+            }
+            observe(normalised(
+                self.nodes[i],
+                self.apc[i],
+                self.quality[i],
+                &node_powers,
+                powers,
+            ));
+        }
+    }
+}
+
+impl Drop for KeptRuns {
+    fn drop(&mut self) {
+        self.budget.fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
 
@@ -163,6 +302,8 @@ pub struct Models {
     run_loads: AtomicU64,
     /// Runs read (with their node lists) for best-node histories.
     best_node_runs_read: AtomicU64,
+    /// Bytes the best-node histories keep their runs in (`KeptRuns`).
+    kept_bytes: Arc<AtomicUsize>,
     /// Counts uses of entries: a clock for least-recent eviction that costs
     /// no system clock read.
     uses: AtomicU64,
@@ -177,6 +318,7 @@ impl Default for Models {
             fits: AtomicU64::default(),
             run_loads: AtomicU64::default(),
             best_node_runs_read: AtomicU64::default(),
+            kept_bytes: Arc::default(),
             uses: AtomicU64::default(),
             uncached: tokio::sync::Semaphore::new(1),
         }
@@ -348,12 +490,17 @@ impl Models {
         // One reader per application and scope: the others wait for it and
         // then find the runs folded in.
         let mut slot = history.lock().await;
-        if slot.as_ref().is_some_and(|h| h.powers_id != powers.id) {
+        // New powers: the kept runs normalised again, else every run read.
+        if slot
+            .as_mut()
+            .is_some_and(|h| h.powers_id != powers.id && !h.renormalise(powers))
+        {
             *slot = None;
         }
+        let budget = &self.kept_bytes;
         let history = slot.get_or_insert_with(|| {
             self.run_loads.fetch_add(1, Ordering::Relaxed);
-            BestNodeHistory::new(powers.id)
+            BestNodeHistory::new(powers.id, budget)
         });
         let read = &self.best_node_runs_read;
         history.catch_up(pool, app.id, powers, read).await?;
@@ -367,7 +514,7 @@ impl Models {
                 runs = app.run_count,
                 "best-node history behind the runs; reading them all again"
             );
-            *history = BestNodeHistory::new(powers.id);
+            *history = BestNodeHistory::new(powers.id, budget);
             history.catch_up(pool, app.id, powers, read).await?;
         }
         Ok(history.by_nodes.values().copied().collect())
@@ -687,25 +834,106 @@ impl NodePowers {
 
 /// A run's APC as if it had run on the best nodes (docs/model.md §3).
 pub fn best_node_observation(run: &RunPower, powers: &NodePowers) -> Observation {
-    let nodes = u32::try_from(run.nodes).unwrap_or(0);
     let node_powers = run
         .node_list
         .as_deref()
         .map(|l| powers.of(l))
         .unwrap_or_default();
-    let best = bounds::normalise(run.avg_power_w, nodes, &node_powers, &powers.scale);
+    normalised(
+        u32::try_from(run.nodes).unwrap_or(0),
+        run.avg_power_w,
+        run.quality,
+        &node_powers,
+        powers,
+    )
+}
+
+/// A run of `nodes` nodes that drew `apc` W on nodes of the given powers,
+/// normalised to the best nodes.
+fn normalised(
+    nodes: u32,
+    apc: f64,
+    quality: f64,
+    node_powers: &[Option<f64>],
+    powers: &NodePowers,
+) -> Observation {
+    let best = bounds::normalise(apc, nodes, node_powers, &powers.scale);
     Observation {
         nodes,
         // Inconsistent samples could make the normalised power
         // vanish; the predictor needs positive values.
-        value: best.max(1e-3 * run.avg_power_w),
-        weight: run.quality,
+        value: best.max(1e-3 * apc),
+        weight: quality,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run_power(id: i64, nodes: i32, apc: f64, list: Option<&[&str]>) -> RunPower {
+        RunPower {
+            id,
+            nodes,
+            avg_power_w: apc,
+            quality: 0.5 + 0.1 * id as f64,
+            node_list: list.map(|l| l.iter().map(|n| n.to_string()).collect()),
+        }
+    }
+
+    /// Kept runs normalised with any powers give exactly what normalising the
+    /// runs as read gives, node lists or not, known nodes or not.
+    #[test]
+    fn kept_runs_normalise_as_runs_read_do() {
+        let budget = Arc::new(AtomicUsize::new(0));
+        let runs = [
+            run_power(1, 2, 500.0, Some(&["a", "b"])),
+            run_power(2, 3, 700.0, None),
+            run_power(3, 2, 480.0, Some(&["b", "zz"])),
+            run_power(4, 1, 260.0, Some(&["c"])),
+        ];
+        let mut kept = KeptRuns::new(budget.clone());
+        for run in &runs {
+            assert!(kept.push(run));
+        }
+        assert!(budget.load(Ordering::Relaxed) > 0);
+        for rows in [
+            vec![
+                ("a".to_string(), 180.0),
+                ("b".into(), 200.0),
+                ("c".into(), 230.0),
+            ],
+            vec![("a".to_string(), 210.0), ("c".into(), 190.5)],
+        ] {
+            let powers = NodePowers::new("w", None, &rows, vec![]).unwrap();
+            let mut from_kept = Vec::new();
+            kept.each(&powers, |o| from_kept.push(o));
+            let read: Vec<Observation> = runs
+                .iter()
+                .map(|r| best_node_observation(r, &powers))
+                .collect();
+            assert_eq!(from_kept, read);
+        }
+        drop(kept);
+        assert_eq!(budget.load(Ordering::Relaxed), 0, "given back");
+    }
+
+    /// Past the budget a history stops keeping its runs (and new powers then
+    /// read them again).
+    #[test]
+    fn kept_runs_stop_at_the_budget() {
+        let budget = Arc::new(AtomicUsize::new(MAX_KEPT_BYTES - 40));
+        let mut history = BestNodeHistory::new(1, &budget);
+        let powers = NodePowers::new("w", None, &[("a".into(), 200.0)], vec![]).unwrap();
+        history.fold(&run_power(1, 1, 250.0, None), &powers);
+        assert!(history.kept.is_some(), "32 bytes fit");
+        history.fold(&run_power(2, 1, 250.0, Some(&["a"])), &powers);
+        assert!(history.kept.is_none(), "no more room: nothing kept");
+        assert_eq!(history.runs, 2, "both folded all the same");
+        assert_eq!(budget.load(Ordering::Relaxed), MAX_KEPT_BYTES - 40);
+        let other = NodePowers::new("w", None, &[("a".into(), 190.0)], vec![]).unwrap();
+        assert!(!history.renormalise(&other), "must read the runs again");
+    }
 
     fn app(id: i64) -> AppRow {
         AppRow::sample(id, &format!("a{id}"))
