@@ -182,23 +182,28 @@ fn add_observation(by_nodes: &mut std::collections::BTreeMap<u32, NodeStats>, o:
 }
 
 /// The most memory all best-node histories may keep their runs in: about
-/// 30 bytes a run plus 4 a node name, so some 4 million runs of 8 nodes.
-const MAX_KEPT_BYTES: usize = 256 << 20;
+/// 32 bytes a run plus 8 a block of consecutive nodes, so some 3 million
+/// runs on 4 blocks each.
+const MAX_KEPT_BYTES: usize = 128 << 20;
 
 /// The runs of a best-node history, in the order they were folded in, as
 /// what normalising them needs: node count, APC, quality and the nodes
-/// (interned). New node powers (a new sample, a node registered) then cost
-/// a pass over memory, not a read of every run with its node list (1.8 s at
-/// 200,000 runs). Memory is charged to a budget shared by all histories;
-/// past it a history stops keeping its runs.
+/// (interned, in blocks of consecutive ids: allocations are mostly ranges
+/// of nodes, which get consecutive ids as they are first seen). New node
+/// powers (a new sample, a node registered) then cost a pass over memory,
+/// not a read of every run with its node list (1.8 s at 200,000 runs).
+/// Memory is charged to a budget shared by all histories; past it a history
+/// stops keeping its runs.
 #[derive(Debug)]
 struct KeptRuns {
     nodes: Vec<u32>,
     apc: Vec<f64>,
     quality: Vec<f64>,
-    /// Each run's node ids: `ids[start..end]`; `None` without a node list.
+    /// Each run's blocks of node ids: `blocks[start..end]`; `None` without a
+    /// node list.
     spans: Vec<Option<(u32, u32)>>,
-    ids: Vec<u32>,
+    /// Node ids `first..first + count`, in the order of the run's list.
+    blocks: Vec<(u32, u32)>,
     names: Vec<String>,
     index: FastMap<String, u32>,
     /// Bytes charged to `budget`.
@@ -213,7 +218,7 @@ impl KeptRuns {
             apc: Vec::new(),
             quality: Vec::new(),
             spans: Vec::new(),
-            ids: Vec::new(),
+            blocks: Vec::new(),
             names: Vec::new(),
             index: FastMap::default(),
             bytes: 0,
@@ -229,7 +234,8 @@ impl KeptRuns {
             .filter(|n| !self.index.contains_key(n.as_str()))
             .map(|n| 2 * n.len() + 64)
             .sum();
-        let bytes = 32 + 4 * list.len() + new_names;
+        // At most one block a node: charged for the worst, given back after.
+        let bytes = 32 + 8 * list.len() + new_names;
         let charged = self
             .budget
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
@@ -240,12 +246,11 @@ impl KeptRuns {
         if !charged {
             return false;
         }
-        self.bytes += bytes;
         self.nodes.push(u32::try_from(run.nodes).unwrap_or(0));
         self.apc.push(run.avg_power_w);
         self.quality.push(run.quality);
+        let start = self.blocks.len();
         self.spans.push(run.node_list.as_ref().map(|list| {
-            let start = self.ids.len() as u32;
             for name in list {
                 let id = match self.index.get(name.as_str()) {
                     Some(&id) => id,
@@ -256,10 +261,18 @@ impl KeptRuns {
                         id
                     }
                 };
-                self.ids.push(id);
+                // A block of this run's own that `id` continues.
+                let own = self.blocks.len() > start;
+                match self.blocks.last_mut() {
+                    Some((first, count)) if own && *first + *count == id => *count += 1,
+                    _ => self.blocks.push((id, 1)),
+                }
             }
-            (start, self.ids.len() as u32)
+            (start as u32, self.blocks.len() as u32)
         }));
+        let unused = 8 * (list.len() - (self.blocks.len() - start));
+        self.budget.fetch_sub(unused, Ordering::AcqRel);
+        self.bytes += bytes - unused;
         true
     }
 
@@ -275,8 +288,9 @@ impl KeptRuns {
         for i in 0..self.nodes.len() {
             node_powers.clear();
             if let Some((start, end)) = self.spans[i] {
-                let ids = &self.ids[start as usize..end as usize];
-                node_powers.extend(ids.iter().map(|&id| power_of[id as usize]));
+                for &(first, count) in &self.blocks[start as usize..end as usize] {
+                    node_powers.extend(power_of[first as usize..(first + count) as usize].iter());
+                }
             }
             observe(normalised(
                 self.nodes[i],
@@ -891,12 +905,20 @@ mod tests {
             run_power(2, 3, 700.0, None),
             run_power(3, 2, 480.0, Some(&["b", "zz"])),
             run_power(4, 1, 260.0, Some(&["c"])),
+            run_power(5, 2, 470.0, Some(&["b", "a"])),
+            run_power(6, 4, 990.0, Some(&["a", "b", "zz", "c"])),
         ];
         let mut kept = KeptRuns::new(budget.clone());
         for run in &runs {
             assert!(kept.push(run));
         }
         assert!(budget.load(Ordering::Relaxed) > 0);
+        // Ids a 0, b 1, zz 2, c 3; consecutive ids of one run share a block:
+        // [a b] | none | [b zz] | [c] | [b] [a] | [a b zz c].
+        assert_eq!(
+            kept.blocks,
+            [(0, 2), (1, 2), (3, 1), (1, 1), (0, 1), (0, 4)]
+        );
         for rows in [
             vec![
                 ("a".to_string(), 180.0),
