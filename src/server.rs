@@ -187,12 +187,16 @@ type Connection = http1::Connection<TokioIo<Stalled>, Counted>;
 /// A client connection whose writes may not stall longer than `limit`: a
 /// client that asks for answers and never reads them (a probe held 460 MB
 /// with 50 such connections for minutes) is dropped, and what it asked for
-/// with it. Reads have their own limits (headers, body, request).
+/// with it. A client that reads, however slowly, is not: a write may wait
+/// longer than the limit for a large send buffer to drain, and the timer
+/// then looks at the buffer before it gives up. Reads have their own limits
+/// (headers, body, request).
 struct Stalled {
     stream: TcpStream,
     limit: Duration,
-    /// Armed while a write waits for the client to read.
-    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Armed while a write waits for the client to read, with the bytes
+    /// then waiting in the send buffer.
+    deadline: Option<(Pin<Box<tokio::time::Sleep>>, Option<i32>)>,
 }
 
 impl Stalled {
@@ -204,14 +208,27 @@ impl Stalled {
         }
     }
 
-    /// After a write that could not go on: whether it has waited too long
-    /// (arming the timer at its first wait).
+    /// After a write that could not go on: whether it has waited `limit`
+    /// without the client taking a byte (arming the timer at its first
+    /// wait, and again whenever the client has read some).
     fn stalled(&mut self, cx: &mut std::task::Context<'_>) -> bool {
         let limit = self.limit;
-        let deadline = self
-            .deadline
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        deadline.as_mut().poll(cx).is_ready()
+        loop {
+            let stream = &self.stream;
+            let (deadline, queued) = self
+                .deadline
+                .get_or_insert_with(|| (Box::pin(tokio::time::sleep(limit)), unsent(stream)));
+            if deadline.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let now = unsent(stream);
+            let read_some = matches!((*queued, now), (Some(before), Some(now)) if now < before);
+            if !read_some {
+                return true;
+            }
+            // Progress: wait another `limit` from here.
+            self.deadline = None;
+        }
     }
 
     fn guard<T>(
@@ -232,6 +249,24 @@ impl Stalled {
             }
         }
     }
+}
+
+/// Bytes written to `stream` that its client has not yet acknowledged
+/// (Linux's `SIOCOUTQ`); `None` if the kernel does not say.
+fn unsent(stream: &TcpStream) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let mut queued: nix::libc::c_int = 0;
+    // SAFETY: TIOCOUTQ (SIOCOUTQ on a socket) writes one int to the pointer
+    // given, which points at `queued`; the descriptor stays open while
+    // `stream` is borrowed.
+    let status = unsafe {
+        nix::libc::ioctl(
+            stream.as_raw_fd(),
+            nix::libc::TIOCOUTQ,
+            &mut queued as *mut nix::libc::c_int,
+        )
+    };
+    (status == 0).then_some(queued)
 }
 
 impl tokio::io::AsyncRead for Stalled {
@@ -1299,5 +1334,65 @@ mod stall_tests {
             .await
             .expect("the connection ends");
         assert!(received < ANSWER_BYTES, "received all {received} bytes");
+    }
+}
+
+#[cfg(test)]
+mod steady_tests {
+    use std::time::Duration;
+
+    use axum::Router;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::{Limits, serve};
+
+    /// A client that reads its answer slowly but steadily gets all of it,
+    /// however much longer than the limit that takes: only a write that
+    /// waits the whole limit with the client reading nothing ends the
+    /// connection. (A write can wait longer than the limit for a slow
+    /// client to drain a large send buffer: a probe's client reading 30 KB/s
+    /// lost the end of a 3 MB answer.)
+    #[tokio::test]
+    async fn a_client_reading_slowly_gets_its_whole_answer() {
+        // More than a send buffer holds (up to 4 MiB by default).
+        const BYTES: usize = 8 << 20;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = Router::new().route("/big", get(|| async { vec![b'x'; BYTES] }));
+        let limits = Limits {
+            header_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        tokio::spawn(serve(listener, router, std::future::pending(), limits));
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream: TcpStream = socket.connect(address).await.unwrap();
+        stream
+            .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut received = 0;
+        let mut buffer = vec![0u8; 4096];
+        let started = std::time::Instant::now();
+        loop {
+            // For 3 s about 40 KB/s: the server's full send buffer drains
+            // too slowly for a write to go on within the 1 s limit (the
+            // kernel wakes a writer once a third of it is free). Then fast.
+            let slow = started.elapsed() < Duration::from_secs(3);
+            if slow {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received += n,
+            }
+        }
+        assert!(started.elapsed() > Duration::from_secs(3));
+        assert!(
+            received > BYTES,
+            "received {received} of {BYTES} bytes and more"
+        );
     }
 }
