@@ -52,7 +52,16 @@ impl Error {
 impl From<sqlx::Error> for Error {
     fn from(error: sqlx::Error) -> Self {
         match &error {
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+            // Also what a burst that takes every pooled connection meets: the
+            // answer must not blame the database alone.
+            sqlx::Error::PoolTimedOut => {
+                tracing::warn!(%error, "no database connection came free in time");
+                Error::Unavailable(
+                    "no database connection came free in time (the service is busy or \
+                     the database unavailable); retry later",
+                )
+            }
+            sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
                 tracing::warn!(%error, "database unavailable");
                 Error::Unavailable("the database is unavailable; retry later")
             }

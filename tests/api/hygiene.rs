@@ -393,3 +393,31 @@ fn no_two_documented_types_share_a_schema_name() {
     assert!(documented > 50, "found only {documented} documented types");
     assert!(duplicates.is_empty(), "{duplicates:#?}");
 }
+
+/// Every pooled connection taken (a burst of slow listings, say): the 503
+/// says that none came free in time, not that the database is down.
+#[tokio::test]
+async fn a_full_pool_is_answered_503_naming_it() {
+    // The service's own pool settings (its acquire time-out), two connections.
+    let migrated = crate::support::fresh_pool().await;
+    let options = (*migrated.connect_options()).clone();
+    let pool = joulecast::db::pool_options(2)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let router = joulecast::http::router(pool.clone(), Default::default());
+    let app = TestApp::with_router(pool, router).await;
+    let mut held = Vec::new();
+    for _ in 0..app.pool.options().get_max_connections() {
+        held.push(app.pool.acquire().await.unwrap());
+    }
+    let reply = app.get("/v1/apps/anything", &app.read).await;
+    reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+    let detail = reply.body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("no database connection came free"),
+        "{detail}"
+    );
+    assert!(reply.headers.contains_key("retry-after"));
+    drop(held);
+}
