@@ -194,9 +194,9 @@ pub struct Caches {
     started: Instant,
 }
 
-/// How long an application read as absent is taken for absent (unless its
-/// creation is notified sooner): short, since a job start on another
-/// replica creates one without telling.
+/// How long an application read as absent is taken for absent, unless its
+/// creation is notified sooner (every insertion notifies): short, so that
+/// a notification lost or late costs a second at most.
 const ABSENT_TTL: Duration = Duration::from_secs(1);
 /// The most bad secrets and absent tags remembered (then all are dropped).
 const MAX_MISSES: usize = 10_000;
