@@ -626,18 +626,17 @@ struct ReceivedBody {
 }
 
 impl ReceivedBody {
+    /// Watch `inner`, a body still to arrive (requests without one are not
+    /// wrapped).
     fn new(
         inner: Incoming,
         tracked: &Arc<Tracked>,
         bodies: &Arc<Receiving>,
         stop: BodyStop,
     ) -> Self {
-        let ended = hyper::body::Body::is_end_stream(&inner);
-        if !ended {
-            tracked
-                .receiving_since_us
-                .store(micros(tracked.epoch.elapsed()), Ordering::Release);
-        }
+        tracked
+            .receiving_since_us
+            .store(micros(tracked.epoch.elapsed()), Ordering::Release);
         ReceivedBody {
             inner,
             pending: bytes::BytesMut::new(),
@@ -646,7 +645,7 @@ impl ReceivedBody {
             tracked: tracked.clone(),
             deadline: Box::pin(tokio::time::sleep(bodies.timeout)),
             stop,
-            ended,
+            ended: false,
             trailers: None,
         }
     }
@@ -1117,6 +1116,13 @@ mod body_tests {
         address
     }
 
+    /// A connection to `address` that has sent `bytes`.
+    async fn sent(address: std::net::SocketAddr, bytes: &[u8]) -> TcpStream {
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        stream.write_all(bytes).await.unwrap();
+        stream
+    }
+
     async fn answer(stream: &mut TcpStream) -> String {
         let mut answer = Vec::new();
         let mut buffer = [0u8; 4096];
@@ -1140,11 +1146,11 @@ mod body_tests {
     #[tokio::test]
     async fn a_body_sent_a_byte_at_a_time_arrives_in_one_piece() {
         let address = server(Limits::default()).await;
-        let mut stream = TcpStream::connect(address).await.unwrap();
-        stream
-            .write_all(b"POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n")
-            .await
-            .unwrap();
+        let mut stream = sent(
+            address,
+            b"POST /count HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n",
+        )
+        .await;
         stream.set_nodelay(true).unwrap();
         for _ in 0..300 {
             stream.write_all(b"x").await.unwrap();
@@ -1164,11 +1170,11 @@ mod body_tests {
             ..Limits::default()
         };
         let address = server(limits).await;
-        let mut stream = TcpStream::connect(address).await.unwrap();
-        stream
-            .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
-            .await
-            .unwrap();
+        let mut stream = sent(
+            address,
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc",
+        )
+        .await;
         let started = std::time::Instant::now();
         let answer = answer(&mut stream).await;
         assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
@@ -1188,18 +1194,18 @@ mod body_tests {
         };
         let address = server(limits).await;
         // 800 bytes of a 900-byte body, held.
-        let mut holding = TcpStream::connect(address).await.unwrap();
-        holding
-            .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n")
-            .await
-            .unwrap();
+        let mut holding = sent(
+            address,
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 900\r\n\r\n",
+        )
+        .await;
         holding.write_all(&[b'x'; 800]).await.unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let mut other = TcpStream::connect(address).await.unwrap();
-        other
-            .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n")
-            .await
-            .unwrap();
+        let mut other = sent(
+            address,
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n",
+        )
+        .await;
         other.write_all(&[b'y'; 300]).await.unwrap();
         let refused = answer(&mut other).await;
         assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
@@ -1212,11 +1218,11 @@ mod body_tests {
         holding.write_all(&[b'x'; 100]).await.unwrap();
         let done = answer(&mut holding).await;
         assert!(done.ends_with("900"), "{done}");
-        let mut again = TcpStream::connect(address).await.unwrap();
-        again
-            .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n")
-            .await
-            .unwrap();
+        let mut again = sent(
+            address,
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 300\r\n\r\n",
+        )
+        .await;
         again.write_all(&[b'y'; 300]).await.unwrap();
         let fits = answer(&mut again).await;
         assert!(fits.ends_with("300"), "{fits}");
@@ -1234,20 +1240,16 @@ mod body_tests {
         let address = server(limits).await;
         let mut stalled = Vec::new();
         for _ in 0..2 {
-            let mut stream = TcpStream::connect(address).await.unwrap();
-            stream
-                .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab")
-                .await
-                .unwrap();
+            let stream = sent(
+                address,
+                b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab",
+            )
+            .await;
             stalled.push(stream);
         }
         // Past the grace given to new connections.
         tokio::time::sleep(Duration::from_millis(1_500)).await;
-        let mut client = TcpStream::connect(address).await.unwrap();
-        client
-            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
+        let mut client = sent(address, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await;
         let started = std::time::Instant::now();
         let answer = answer(&mut client).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
@@ -1299,26 +1301,35 @@ mod stall_tests {
 
     use super::{Limits, serve};
 
-    const ANSWER_BYTES: usize = 32 << 20;
+    /// A server whose `/big` answers `bytes` bytes, with a write-stall (and
+    /// header) limit of 1 s, and a client on it with a receive buffer of
+    /// `receive_buffer` bytes that has asked for `/big`.
+    async fn asked_for_big(bytes: usize, receive_buffer: u32) -> TcpStream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = Router::new().route("/big", get(move || async move { vec![b'x'; bytes] }));
+        let limits = Limits {
+            header_timeout: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        tokio::spawn(serve(listener, router, std::future::pending(), limits));
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(receive_buffer).unwrap();
+        let mut stream = socket.connect(address).await.unwrap();
+        stream
+            .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        stream
+    }
 
     /// A client that asks for a large answer and reads none of it for longer
     /// than the limit is dropped, its answer with it: it gets only what the
     /// sockets' buffers held.
     #[tokio::test]
     async fn a_client_that_does_not_read_its_answer_is_dropped() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let router = Router::new().route("/big", get(|| async { vec![b'x'; ANSWER_BYTES] }));
-        let limits = Limits {
-            header_timeout: Duration::from_secs(1),
-            ..Limits::default()
-        };
-        tokio::spawn(serve(listener, router, std::future::pending(), limits));
-        let mut stream = TcpStream::connect(address).await.unwrap();
-        stream
-            .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
+        const BYTES: usize = 32 << 20;
+        let mut stream = asked_for_big(BYTES, 1 << 16).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
         let mut received = 0;
         let mut buffer = vec![0u8; 1 << 16];
@@ -1333,20 +1344,8 @@ mod stall_tests {
         tokio::time::timeout(Duration::from_secs(20), read_all)
             .await
             .expect("the connection ends");
-        assert!(received < ANSWER_BYTES, "received all {received} bytes");
+        assert!(received < BYTES, "received all {received} bytes");
     }
-}
-
-#[cfg(test)]
-mod steady_tests {
-    use std::time::Duration;
-
-    use axum::Router;
-    use axum::routing::get;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, TcpStream};
-
-    use super::{Limits, serve};
 
     /// A client that reads its answer slowly but steadily gets all of it,
     /// however much longer than the limit that takes: only a write that
@@ -1358,21 +1357,7 @@ mod steady_tests {
     async fn a_client_reading_slowly_gets_its_whole_answer() {
         // More than a send buffer holds (up to 4 MiB by default).
         const BYTES: usize = 8 << 20;
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
-        let router = Router::new().route("/big", get(|| async { vec![b'x'; BYTES] }));
-        let limits = Limits {
-            header_timeout: Duration::from_secs(1),
-            ..Limits::default()
-        };
-        tokio::spawn(serve(listener, router, std::future::pending(), limits));
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.set_recv_buffer_size(4096).unwrap();
-        let mut stream: TcpStream = socket.connect(address).await.unwrap();
-        stream
-            .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
+        let mut stream = asked_for_big(BYTES, 4096).await;
         let mut received = 0;
         let mut buffer = vec![0u8; 4096];
         let started = std::time::Instant::now();
@@ -1380,8 +1365,7 @@ mod steady_tests {
             // For 3 s about 40 KB/s: the server's full send buffer drains
             // too slowly for a write to go on within the 1 s limit (the
             // kernel wakes a writer once a third of it is free). Then fast.
-            let slow = started.elapsed() < Duration::from_secs(3);
-            if slow {
+            if started.elapsed() < Duration::from_secs(3) {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             match stream.read(&mut buffer).await {
