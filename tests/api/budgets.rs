@@ -20,6 +20,13 @@ async fn spent(app: &TestApp, job: &str, energy_j: f64, days_ago: i64) {
     app.ingest(&r).await;
 }
 
+/// A new budget of `limit_j` per `period` for `proj`.
+async fn new_budget(app: &TestApp, limit_j: f64, period: &str) {
+    let body = json!({"limit_j": limit_j, "period": period});
+    let reply = app.put("/v1/budgets/proj", &app.admin, &body).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+}
+
 #[tokio::test]
 async fn a_budget_counts_the_period_s_runs_and_the_running_jobs() {
     let app = TestApp::new().await;
@@ -154,14 +161,7 @@ async fn a_first_small_run_of_a_large_budget_answers_without_a_run_out_date() {
     for n in [1, 2, 4] {
         app.ingest(&run("lin", &format!("h{n}"), n)).await;
     }
-    let reply = app
-        .put(
-            "/v1/budgets/proj",
-            &app.admin,
-            &json!({"limit_j": 1e12, "period": "month"}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    new_budget(&app, 1e12, "month").await;
     spent(&app, "first", 1.0, 0).await;
 
     let b = app.get("/v1/budgets/proj", &app.read).await;
@@ -206,14 +206,7 @@ async fn concurrent_budget_reads_with_a_cold_load_do_not_exhaust_the_pool() {
         ..Default::default()
     };
     let app = TestApp::with_settings(settings).await;
-    let reply = app
-        .put(
-            "/v1/budgets/proj",
-            &app.admin,
-            &json!({"limit_j": 1e9, "period": "month"}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    new_budget(&app, 1e9, "month").await;
     let reads = (0..16).map(|_| app.get("/v1/budgets/proj", &app.read));
     let replies = tokio::time::timeout(
         std::time::Duration::from_secs(10),
@@ -281,14 +274,7 @@ async fn a_budget_outside_its_period_neither_commits_nor_refuses() {
 #[tokio::test]
 async fn a_job_starting_later_commits_no_more_than_its_time_limit() {
     let app = TestApp::new().await;
-    let reply = app
-        .put(
-            "/v1/budgets/proj",
-            &app.admin,
-            &json!({"limit_j": 1e9, "period": "month"}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    new_budget(&app, 1e9, "month").await;
     let start = json!({"source": "s", "job_id": "later", "app": "fresh", "nodes": 1,
                        "account": "proj", "time_limit_s": 1000.0,
                        "started_at": (Utc::now() + Duration::hours(20)).to_rfc3339()});
@@ -308,14 +294,7 @@ async fn a_job_starting_later_commits_no_more_than_its_time_limit() {
 #[tokio::test]
 async fn a_run_without_its_end_counts_when_start_plus_duration_falls() {
     let app = TestApp::new().await;
-    let reply = app
-        .put(
-            "/v1/budgets/proj",
-            &app.admin,
-            &json!({"limit_j": 1e9, "period": "week"}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    new_budget(&app, 1e9, "week").await;
     let started = Utc::now() - Duration::days(20);
     let mut r = run("work", "old", 2);
     r["account"] = json!("proj");

@@ -300,6 +300,37 @@ async fn with_bounded_app(app: &TestApp) {
     }
 }
 
+/// What the best-node history tests ask of `with_bounded_app`'s application.
+const BOUNDS_ASK: &str = "/v1/apps/bnd/predictions?nodes=3&metric=apc&workload=stress";
+
+/// A service of its own on `pool`, with its state (whose models and caches
+/// the tests look into).
+async fn service_on(pool: &sqlx::PgPool) -> (joulecast::http::AppState, TestApp) {
+    let state = joulecast::http::AppState::new(pool.clone(), Default::default());
+    let router = joulecast::http::router_from(state.clone());
+    (state, TestApp::with_router(pool.clone(), router).await)
+}
+
+/// The best-node APC of an answer whose bounds a model gave.
+fn modelled_best_w(reply: &crate::support::Reply) -> f64 {
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(
+        reply.body["apc_bounds"]["source"], "model",
+        "{:#}",
+        reply.body
+    );
+    reply.body["apc_bounds"]["best_w"].as_f64().unwrap()
+}
+
+/// A fourth run of `bnd`: 1300 W on n1–n4.
+async fn one_more_run(app: &TestApp) {
+    let mut r = run("bnd", "j4b", 4);
+    r["avg_power_w"] = json!(1300.0);
+    r["energy_j"] = json!(130_000.0);
+    r["node_list"] = json!("n[1-4]");
+    app.ingest(&r).await;
+}
+
 #[tokio::test]
 async fn predictions_carry_best_and_worst_node_bounds() {
     let app = TestApp::new().await;
@@ -450,21 +481,10 @@ async fn runs_take_hostlists_and_show_their_bounds() {
 /// ask at the same time.
 #[tokio::test]
 async fn best_node_models_are_refitted_only_when_node_powers_change() {
-    let pool = crate::support::fresh_pool().await;
-    let state = joulecast::http::AppState::new(pool.clone(), Default::default());
+    let (state, app) = service_on(&crate::support::fresh_pool().await).await;
     let models = state.models.clone();
-    let app = TestApp::with_router(pool, joulecast::http::router_from(state)).await;
     with_bounded_app(&app).await;
-    let ask = "/v1/apps/bnd/predictions?nodes=3&metric=apc&workload=stress";
-    let bounds = |reply: &crate::support::Reply| {
-        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-        assert_eq!(
-            reply.body["apc_bounds"]["source"], "model",
-            "{:#}",
-            reply.body
-        );
-        reply.body["apc_bounds"]["best_w"].as_f64().unwrap()
-    };
+    let (ask, bounds) = (BOUNDS_ASK, modelled_best_w);
     let first = bounds(&app.get(ask, &app.read).await);
     let fitted = models.counters();
 
@@ -491,34 +511,23 @@ async fn best_node_models_are_refitted_only_when_node_powers_change() {
 #[tokio::test]
 async fn a_new_run_is_folded_into_the_best_node_history_without_reading_the_others() {
     let pool = crate::support::fresh_pool().await;
-    let state = joulecast::http::AppState::new(pool.clone(), Default::default());
+    let (state, app) = service_on(&pool).await;
     let models = state.models.clone();
-    let app = TestApp::with_router(pool.clone(), joulecast::http::router_from(state)).await;
     with_bounded_app(&app).await;
-    let ask = "/v1/apps/bnd/predictions?nodes=3&metric=apc&workload=stress";
-    let best_w = |reply: crate::support::Reply| {
-        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-        assert_eq!(reply.body["apc_bounds"]["source"], "model");
-        reply.body["apc_bounds"]["best_w"].as_f64().unwrap()
-    };
+    let best_w = |reply: crate::support::Reply| modelled_best_w(&reply);
+    let ask = BOUNDS_ASK;
     let first = best_w(app.get(ask, &app.read).await);
     assert_eq!(models.best_node_runs_read(), 3, "every run, once");
 
-    let mut r = run("bnd", "j4b", 4);
-    r["avg_power_w"] = json!(1300.0);
-    r["energy_j"] = json!(130_000.0);
-    r["node_list"] = json!("n[1-4]");
-    app.ingest(&r).await;
+    one_more_run(&app).await;
     let second = best_w(app.get(ask, &app.read).await);
     assert_ne!(second, first, "the new run counts");
     assert_eq!(models.best_node_runs_read(), 4, "only the new run was read");
 
     // Another service on the same database reads every run afresh.
-    let fresh = joulecast::http::AppState::new(pool.clone(), Default::default());
-    let fresh_models = fresh.models.clone();
-    let other = TestApp::with_router(pool, joulecast::http::router_from(fresh)).await;
+    let (fresh, other) = service_on(&pool).await;
     assert_eq!(best_w(other.get(ask, &other.read).await), second);
-    assert_eq!(fresh_models.best_node_runs_read(), 4);
+    assert_eq!(fresh.models.best_node_runs_read(), 4);
 }
 
 /// New node powers (a sample that moves a node's mean) normalise the runs
@@ -528,16 +537,11 @@ async fn a_new_run_is_folded_into_the_best_node_history_without_reading_the_othe
 #[tokio::test]
 async fn new_node_powers_normalise_the_kept_runs_without_reading_them() {
     let pool = crate::support::fresh_pool().await;
-    let state = joulecast::http::AppState::new(pool.clone(), Default::default());
+    let (state, app) = service_on(&pool).await;
     let models = state.models.clone();
-    let app = TestApp::with_router(pool.clone(), joulecast::http::router_from(state)).await;
     with_bounded_app(&app).await;
-    let ask = "/v1/apps/bnd/predictions?nodes=3&metric=apc&workload=stress";
-    let best_w = |reply: crate::support::Reply| {
-        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-        assert_eq!(reply.body["apc_bounds"]["source"], "model");
-        reply.body["apc_bounds"]["best_w"].as_f64().unwrap()
-    };
+    let best_w = |reply: crate::support::Reply| modelled_best_w(&reply);
+    let ask = BOUNDS_ASK;
     let first = best_w(app.get(ask, &app.read).await);
     assert_eq!(models.best_node_runs_read(), 3, "every run, once");
 
@@ -547,16 +551,11 @@ async fn new_node_powers_normalise_the_kept_runs_without_reading_them() {
     assert_ne!(second, first, "the new powers count");
     assert_eq!(models.best_node_runs_read(), 3, "no run read again");
     // And a new run after them: only it is read.
-    let mut r = run("bnd", "j4b", 4);
-    r["avg_power_w"] = json!(1300.0);
-    r["energy_j"] = json!(130_000.0);
-    r["node_list"] = json!("n[1-4]");
-    app.ingest(&r).await;
+    one_more_run(&app).await;
     let third = best_w(app.get(ask, &app.read).await);
     assert_eq!(models.best_node_runs_read(), 4);
 
-    let fresh = joulecast::http::AppState::new(pool.clone(), Default::default());
-    let other = TestApp::with_router(pool, joulecast::http::router_from(fresh)).await;
+    let (_, other) = service_on(&pool).await;
     assert_eq!(best_w(other.get(ask, &other.read).await), third);
 }
 
@@ -566,11 +565,10 @@ async fn new_node_powers_normalise_the_kept_runs_without_reading_them() {
 #[tokio::test]
 async fn a_run_committed_out_of_id_order_makes_the_best_node_history_read_every_run() {
     let pool = crate::support::fresh_pool().await;
-    let state = joulecast::http::AppState::new(pool.clone(), Default::default());
+    let (state, app) = service_on(&pool).await;
     let (models, caches) = (state.models.clone(), state.caches.clone());
-    let app = TestApp::with_router(pool.clone(), joulecast::http::router_from(state)).await;
     with_bounded_app(&app).await;
-    let ask = "/v1/apps/bnd/predictions?nodes=3&metric=apc&workload=stress";
+    let ask = BOUNDS_ASK;
     let best_w = |reply: crate::support::Reply| {
         assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
         reply.body["apc_bounds"]["best_w"].as_f64().unwrap()
@@ -617,8 +615,7 @@ async fn a_run_committed_out_of_id_order_makes_the_best_node_history_read_every_
 #[tokio::test]
 async fn node_powers_do_not_depend_on_the_query_plan() {
     let pool = crate::support::fresh_pool().await;
-    let state = joulecast::http::AppState::new(pool.clone(), Default::default());
-    let app = TestApp::with_router(pool.clone(), joulecast::http::router_from(state)).await;
+    let (_, app) = service_on(&pool).await;
     let nodes = 40;
     for i in 0..nodes {
         register(&app, &format!("fp{i:02}"), "batch", None).await;
