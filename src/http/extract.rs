@@ -112,6 +112,11 @@ impl JsonItem {
             ]),
         }
     }
+
+    /// The item read as a `T`, its fields named under `prefix`.
+    pub fn read<T: DeserializeOwned>(self, prefix: &str) -> Result<T, Vec<FieldError>> {
+        from_json_value(self.checked(prefix)?, prefix)
+    }
 }
 
 impl<'de> serde::Deserialize<'de> for JsonItem {

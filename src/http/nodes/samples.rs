@@ -11,7 +11,7 @@ use crate::http::error::responses::{
     MalformedJson, NeedsIngest, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use crate::http::error::{ApiError, ApiResult, Problem, ProblemField};
-use crate::http::extract::{Json, JsonItem, from_json_value};
+use crate::http::extract::{Json, JsonItem};
 use crate::http::runs::{ItemStatus, Rejection};
 use crate::service::nodes::{self, NewSample, SampleOutcome};
 use crate::validate::{self, Errors, FieldError};
@@ -127,12 +127,10 @@ pub async fn post_samples(
         .enumerate()
         .map(|(i, item)| {
             let prefix = format!("samples[{i}]");
-            item.checked(&prefix)
-                .and_then(|value| from_json_value::<SampleInput>(value, &prefix))
-                .and_then(|input| {
-                    validate_sample(input, now)
-                        .map_err(|errors| errors.into_iter().map(|e| e.nested(&prefix)).collect())
-                })
+            item.read::<SampleInput>(&prefix).and_then(|input| {
+                validate_sample(input, now)
+                    .map_err(|errors| errors.into_iter().map(|e| e.nested(&prefix)).collect())
+            })
         })
         .collect();
     let valid: Vec<NewSample> = checked.iter().flatten().cloned().collect();

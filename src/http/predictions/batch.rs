@@ -176,8 +176,7 @@ pub(super) async fn answer(
 ) -> Result<Answered, Problem> {
     let prefix = format!("queries[{index}]");
     let query: PredictionQuery = item
-        .checked(&prefix)
-        .and_then(|value| crate::http::extract::from_json_value(value, &prefix))
+        .read(&prefix)
         .map_err(|e| ApiError::Invalid(e).into_problem())?;
     let mut problems = Vec::new();
     let dotted = format!("{prefix}.");
