@@ -170,6 +170,9 @@ pub struct Caches {
     /// batch of predictions naming a thousand unknown applications read
     /// each from the database, every time.
     absent_apps: TtlMap<String, ()>,
+    /// Queries that read application rows (`service::apps`): what the two
+    /// maps above save.
+    app_reads: AtomicU64,
     /// Node powers per (workload, partition), for APC bounds; `None` where
     /// no node has samples, so that predictions do not ask again.
     node_powers: TtlMap<PowersKey, Option<Arc<NodePowers>>>,
@@ -216,6 +219,7 @@ impl Caches {
             bad_tokens: TtlMap::bounded(ttl, &generation, MAX_MISSES),
             apps: TtlMap::new(ttl, &generation),
             absent_apps: TtlMap::bounded(ttl.min(ABSENT_TTL), &generation, MAX_MISSES),
+            app_reads: AtomicU64::new(0),
             node_powers: TtlMap::new(ttl, &generation),
             load: TtlMap::new(ttl, &generation),
             answers: TtlMap::bounded(ttl, &Generation::default(), MAX_ANSWERS),
@@ -320,6 +324,16 @@ impl Caches {
     /// application.
     pub fn put_absent_app(&self, tag: &str, read_at: u64) {
         self.absent_apps.put(tag.to_owned(), (), read_at);
+    }
+
+    /// A query reading application rows is about to be made.
+    pub fn count_app_read(&self) {
+        self.app_reads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Queries made to read application rows.
+    pub fn app_reads(&self) -> u64 {
+        self.app_reads.load(Ordering::Relaxed)
     }
 
     pub fn app(&self, tag: &str) -> Option<Arc<AppRow>> {

@@ -36,6 +36,7 @@ pub async fn find(service: &Service, tag: &Tag) -> Result<Arc<AppRow>> {
         return Ok(row);
     }
     let read_at = service.caches.generation();
+    service.caches.count_app_read();
     let found = match store::apps::get(&service.pool, tag).await {
         Ok(found) => found,
         Err(e) => return service.stale_or(e, stale()),
@@ -47,6 +48,43 @@ pub async fn find(service: &Service, tag: &Tag) -> Result<Arc<AppRow>> {
     let row = Arc::new(found);
     service.caches.put_app(row.clone(), read_at);
     Ok(row)
+}
+
+/// Read the applications named by `tags` that memory holds nothing about,
+/// in one query, and remember each as found or absent: a batch naming a
+/// thousand applications then costs one read, not one each. Tags that are
+/// not valid are left to `find` to refuse; a failed read is left to `find`
+/// too, which answers it for each query as it would alone.
+pub async fn prefetch<'a>(service: &Service, tags: impl IntoIterator<Item = &'a str>) {
+    if service.caches.degraded() {
+        return;
+    }
+    let mut missing: Vec<&str> = tags
+        .into_iter()
+        .filter(|tag| {
+            Tag::parse(tag).is_ok()
+                && service.caches.app(tag).is_none()
+                && !service.caches.app_absent(tag)
+        })
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    if missing.len() < 2 {
+        return;
+    }
+    let read_at = service.caches.generation();
+    service.caches.count_app_read();
+    let Ok(rows) = store::apps::get_many(&service.pool, &missing).await else {
+        return;
+    };
+    let mut found = std::collections::HashSet::with_capacity(rows.len());
+    for row in rows {
+        found.insert(row.tag.clone());
+        service.caches.put_app(Arc::new(row), read_at);
+    }
+    for tag in missing.into_iter().filter(|tag| !found.contains(*tag)) {
+        service.caches.put_absent_app(tag, read_at);
+    }
 }
 
 /// `find`, with an unknown application as `None` (admission and job starts

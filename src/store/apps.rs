@@ -181,6 +181,15 @@ pub async fn get(executor: impl PgExecutor<'_>, tag: &str) -> sqlx::Result<Optio
         .await
 }
 
+/// The applications named by `tags` that exist, in no particular order.
+pub async fn get_many(executor: impl PgExecutor<'_>, tags: &[&str]) -> sqlx::Result<Vec<AppRow>> {
+    let query = format!("SELECT {COLUMNS} FROM applications WHERE tag = ANY($1)");
+    sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(tags)
+        .fetch_all(executor)
+        .await
+}
+
 /// One page of applications in tag order, after `after_tag`.
 pub async fn list(
     executor: impl PgExecutor<'_>,

@@ -293,6 +293,35 @@ async fn a_batch_answers_each_query_and_fails_only_the_bad_ones() {
         .assert_problem(StatusCode::FORBIDDEN);
 }
 
+/// A batch naming many applications reads them in one query, whether they
+/// exist or not, and each query still gets its own answer.
+#[tokio::test]
+async fn a_batch_reads_the_applications_it_names_at_once() {
+    let pool = crate::support::fresh_pool().await;
+    let state = http::AppState::new(pool.clone(), Settings::default());
+    let app = TestApp::with_router(pool, http::router_from(state.clone())).await;
+    with_linear_history(&app, "lin").await;
+    with_linear_history(&app, "lin2").await;
+    let mut queries: Vec<Value> = (0..300)
+        .map(|k| json!({"app": format!("unknown-{k}"), "nodes": 4}))
+        .collect();
+    queries.push(json!({"app": "lin", "nodes": 12}));
+    queries.push(json!({"app": "lin2", "nodes": 12}));
+    queries.push(json!({"app": "not a tag!", "nodes": 12}));
+    let before = state.caches.app_reads();
+    let reply = app
+        .post("/v1/predictions", &app.read, &json!({"queries": queries}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    // One read for all; the name that is not a tag is refused unread.
+    assert_eq!(state.caches.app_reads() - before, 1);
+    let answers = reply.body["answers"].as_array().unwrap();
+    assert!(answers[..300].iter().all(|a| a["error"]["status"] == 404));
+    assert_eq!(answers[300]["status"], "ok");
+    assert_eq!(answers[301]["status"], "ok");
+    assert_eq!(answers[302]["error"]["status"], 400);
+}
+
 #[tokio::test]
 async fn the_curve_covers_the_range_asked_with_the_history_beside_it() {
     let app = TestApp::new().await;

@@ -17,8 +17,7 @@ use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::{Json, JsonItem};
 use crate::model;
 use crate::predict;
-use crate::service::apps::AppRow;
-use crate::service::apps::find_app;
+use crate::service::apps::{AppRow, find_app, prefetch};
 use crate::service::predictions::{self, Predicted, Query};
 use crate::validate;
 
@@ -134,6 +133,11 @@ pub async fn post_predictions(
         .map_err(|e| ApiError::invalid("queries", e))?;
     let allowed = check_allowed("allowed_rmse_pct", batch.allowed_rmse_pct)
         .map_err(|e| ApiError::Invalid(vec![e]))?;
+    let tags = batch
+        .queries
+        .iter()
+        .filter_map(|q| q.value.get("app")?.as_str());
+    prefetch(&state, tags).await;
     let mut apps: HashMap<String, Result<Arc<AppRow>, Problem>> = HashMap::new();
     let mut answers = Vec::with_capacity(count);
     for (index, value) in batch.queries.into_iter().enumerate() {
