@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use chrono::{DateTime, Duration, DurationRound, Utc};
+use chrono::{DateTime, Duration, Utc};
 use sqlx::PgPool;
 
 use crate::hostlist;
@@ -113,8 +113,8 @@ pub fn validate(mut draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<F
     let quality = draft.quality.unwrap_or(1.0);
     errors.check("quality", validate::quality(quality));
 
-    let started_at = draft.started_at.map(truncate_to_micros);
-    let ended_at = draft.ended_at.map(truncate_to_micros);
+    let started_at = draft.started_at.map(validate::as_stored);
+    let ended_at = draft.ended_at.map(validate::as_stored);
     for (field, time) in [("started_at", started_at), ("ended_at", ended_at)] {
         if let Some(time) = time {
             errors.check(field, check_time(time, now));
@@ -150,7 +150,13 @@ pub fn validate(mut draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<F
     let ended_at = match (started_at, ended_at) {
         (Some(start), None) => {
             let end = end_of(start, duration_s);
-            if let Err(reason) = end.map_or(Err("is too long".into()), |end| check_time(end, now)) {
+            let checked = match end {
+                None => Err("is too long".into()),
+                // Times are kept to the microsecond.
+                Some(end) if end <= start => Err("falls within the microsecond it started".into()),
+                Some(end) => check_time(end, now),
+            };
+            if let Err(reason) = checked {
                 errors.add(
                     "duration_s",
                     format!("started_at plus duration_s, the run's end, {reason}"),
@@ -326,13 +332,6 @@ pub fn check_time(time: DateTime<Utc>, now: DateTime<Utc>) -> Result<(), String>
     } else {
         Ok(())
     }
-}
-
-/// PostgreSQL keeps microseconds; truncating first makes a resend of the same
-/// values compare equal to what was stored.
-fn truncate_to_micros(time: DateTime<Utc>) -> DateTime<Utc> {
-    time.duration_trunc(Duration::microseconds(1))
-        .unwrap_or(time)
 }
 
 /// The answer for one submitted item.

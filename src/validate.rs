@@ -283,6 +283,25 @@ pub fn name(value: &str) -> Result<(), String> {
     }
 }
 
+/// `time` as PostgreSQL keeps it: a leap second (23:59:60) is the start of
+/// the next second, as PostgreSQL reads one, and the time is cut to the
+/// microsecond. Times compared before they are stored (an end after its
+/// start, a window's ends) must be compared so, or values that differ by
+/// less than a microsecond pass the check and break the database's rule.
+pub fn as_stored(time: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
+    use chrono::{DurationRound, Timelike};
+    let nanos = time.nanosecond();
+    let time = match nanos.checked_sub(1_000_000_000) {
+        Some(within) => time
+            .with_nanosecond(within)
+            .and_then(|t| t.checked_add_signed(chrono::Duration::seconds(1)))
+            .unwrap_or(time),
+        None => time,
+    };
+    time.duration_trunc(chrono::Duration::microseconds(1))
+        .unwrap_or(time)
+}
+
 /// A time within years 1 to 9999, which every layer down to PostgreSQL handles.
 pub fn time_in_range(time: chrono::DateTime<chrono::Utc>) -> Result<(), String> {
     use chrono::Datelike;

@@ -73,12 +73,14 @@ pub async fn put_cap(
             validate::identifier(partition, validate::TAG_MAX),
         );
     }
-    for (field, time) in [("starts_at", input.starts_at), ("ends_at", input.ends_at)] {
+    let starts_at = input.starts_at.map(validate::as_stored);
+    let ends_at = input.ends_at.map(validate::as_stored);
+    for (field, time) in [("starts_at", starts_at), ("ends_at", ends_at)] {
         if let Some(Err(reason)) = time.map(validate::time_in_range) {
             errors.add(field, reason);
         }
     }
-    if let (Some(start), Some(end)) = (input.starts_at, input.ends_at)
+    if let (Some(start), Some(end)) = (starts_at, ends_at)
         && end <= start
     {
         errors.add("ends_at", "must be after starts_at");
@@ -88,8 +90,8 @@ pub async fn put_cap(
         .into_result(NewCap {
             limit_w: input.limit_w,
             partition: input.partition,
-            starts_at: input.starts_at,
-            ends_at: input.ends_at,
+            starts_at,
+            ends_at,
             description: input.description,
         })
         .map_err(ApiError::Invalid)?;

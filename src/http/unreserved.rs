@@ -81,12 +81,14 @@ pub async fn report_unreserved(
         ));
     }
     let mut jobs: Vec<(JobId, DateTime<Utc>)> = Vec::with_capacity(input.jobs.len());
+    let now = chrono::Utc::now();
     for (i, job) in input.jobs.iter().enumerate() {
         let field = format!("jobs[{i}].job_id");
+        let started_at = validate::as_stored(job.started_at);
         if let Some(id) = validate::checked(&mut problems, &field, JobId::parse(&job.job_id)) {
-            jobs.push((id, job.started_at));
+            jobs.push((id, started_at));
         }
-        if let Err(reason) = validate::time_in_range(job.started_at) {
+        if let Err(reason) = crate::ingest::check_time(started_at, now) {
             problems.push(FieldError::new(format!("jobs[{i}].started_at"), reason));
         }
     }

@@ -109,12 +109,16 @@ pub async fn set(
 ) -> Result<(Budget, bool)> {
     let mut errors = Errors::default();
     errors.check("limit_j", validate::positive(input.limit_j));
-    for (field, time) in [("starts_at", input.starts_at), ("ends_at", input.ends_at)] {
+    let (starts_at, ends_at) = (
+        input.starts_at.map(validate::as_stored),
+        input.ends_at.map(validate::as_stored),
+    );
+    for (field, time) in [("starts_at", starts_at), ("ends_at", ends_at)] {
         if let Some(Err(reason)) = time.map(validate::time_in_range) {
             errors.add(field, reason);
         }
     }
-    let window = match (input.period, input.starts_at, input.ends_at) {
+    let window = match (input.period, starts_at, ends_at) {
         (Period::Custom, Some(start), Some(end)) if end > start => Some((start, end)),
         (Period::Custom, Some(_), Some(_)) => {
             errors.add("ends_at", "must be after starts_at");

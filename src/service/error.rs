@@ -99,6 +99,16 @@ impl From<sqlx::Error> for Error {
                 metrics::counter!(UNVALIDATED_VALUES).increment(1);
                 Error::bad_request("body", "a value is out of the range the database can store")
             }
+            // A check constraint (23514): the same, for a rule between values.
+            sqlx::Error::Database(db) if db.code().is_some_and(|c| c == "23514") => {
+                tracing::warn!(%error, "a value reached the database unvalidated");
+                metrics::counter!(UNVALIDATED_VALUES).increment(1);
+                let rule = db.constraint().unwrap_or("a check");
+                Error::bad_request(
+                    "body",
+                    format!("the values break the database's rule `{rule}`"),
+                )
+            }
             sqlx::Error::Database(db) if db.is_unique_violation() => Error::Conflict {
                 detail: "the resource already exists".into(),
                 errors: vec![],

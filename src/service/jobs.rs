@@ -211,7 +211,8 @@ pub enum Start {
 /// gave up waiting, overtaken by the epilog) is refused when its `started_at`
 /// is at or before that end. Send `started_at`: without it the start is
 /// taken as now, after any end.
-pub async fn start(service: &Service, input: JobInput) -> Result<Start> {
+pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
+    input.started_at = input.started_at.map(validate::as_stored);
     let mut problems = Vec::new();
     let source = validate::checked(&mut problems, "source", Source::parse(&input.source));
     let job_id = validate::checked(&mut problems, "job_id", JobId::parse(&input.job_id));
@@ -556,22 +557,24 @@ pub async fn finish(
             .ok_or_else(|| Error::NotFound(format!("no job {job_id} of {source}")))?;
         return Ok(Finish::AlreadyFinished(row));
     };
-    // Without an end time, a measured duration dates the end; else now.
-    let ended_at = input.ended_at.unwrap_or_else(|| {
-        input
-            .duration_s
-            .filter(|d| d.is_finite() && *d > 0.0 && *d < validate::MAX_DURATION_S)
-            .and_then(|d| chrono::Duration::try_milliseconds((d * 1000.0) as i64))
-            .map_or_else(Utc::now, |d| job.started_at + d)
-    });
+    // Without an end time, a measured duration dates the end (as ingestion
+    // dates a run by its start and duration, and names `duration_s` when
+    // that end cannot be); else now.
+    let ended_at = match (input.ended_at, input.duration_s) {
+        (Some(end), _) => Some(end),
+        (None, Some(_)) => None,
+        (None, None) => Some(Utc::now()),
+    };
     let measured = [input.energy_j, input.avg_power_w, input.duration_s]
         .iter()
         .filter(|v| v.is_some())
         .count();
     // One measurement: the duration is the time the job ran.
-    let duration_s = input
-        .duration_s
-        .or_else(|| (measured < 2).then(|| (ended_at - job.started_at).as_seconds_f64()));
+    let duration_s = input.duration_s.or_else(|| {
+        (measured < 2)
+            .then(|| ended_at.map(|end| (end - job.started_at).as_seconds_f64()))
+            .flatten()
+    });
     let draft = RunDraft {
         app: job.app.clone(),
         source: job.source.clone(),
@@ -582,7 +585,7 @@ pub async fn finish(
         avg_power_w: input.avg_power_w,
         duration_s,
         started_at: Some(job.started_at),
-        ended_at: Some(ended_at),
+        ended_at,
         quality: input.quality,
         account: job.account.clone(),
     };

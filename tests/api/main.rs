@@ -30,4 +30,5 @@ mod slurm;
 mod stateful;
 mod stats;
 mod support;
+mod times;
 mod ui;
