@@ -12,7 +12,7 @@
 use super::families::Family;
 use super::select::{self, Candidate, Regime, Selection};
 use super::theory;
-use super::{Aggregate, FitOptions, Observation, ScalingMode};
+use super::{Aggregate, FitOptions, Metric, Observation, ScalingMode};
 
 /// A selection sees at most this many points: beyond, node counts close on
 /// a log scale are pooled (`History::coarsened`), which bounds its cost for
@@ -23,6 +23,13 @@ const Z95: f64 = 1.96;
 /// The widest prediction interval: a factor of 100 either way of the value.
 /// Past it an interval says nothing more (and the answer is flagged).
 pub(super) const MAX_SPREAD: f64 = 100.0;
+
+/// The steepest a prediction may change beyond the measured range, as a
+/// slope in the logs from the range's end: n² rising, 1/n² falling. Time
+/// falls at most as 1/n under strong scaling (a little faster with cache
+/// effects), power rises about as n, energy between flat and n² (docs/model.md
+/// §4); twice those slopes is no scaling seen on any real history.
+const MAX_SLOPE: f64 = 2.0;
 /// Relative uncertainty assumed when too few node counts were measured to
 /// estimate it.
 const THIN_SIGMA: f64 = 0.25;
@@ -416,15 +423,20 @@ pub enum Flag {
     /// Answered from memory while the database was unreachable: runs stored
     /// by other replicas since are not reflected.
     DatabaseUnavailable,
+    /// The model's curve went further than a prediction may: beyond the
+    /// measured range faster than n² or 1/n² from the range's end, or past
+    /// what one run could measure. The value is held at that bound.
+    Bounded,
 }
 
 impl Flag {
-    pub const ALL: [Flag; 5] = [
+    pub const ALL: [Flag; 6] = [
         Flag::Extrapolation,
         Flag::ThinHistory,
         Flag::RmseNotMet,
         Flag::OutsideTheory,
         Flag::DatabaseUnavailable,
+        Flag::Bounded,
     ];
 
     /// The position of this flag in `ALL`.
@@ -439,6 +451,7 @@ impl Flag {
             Flag::RmseNotMet => "allowed_rmse_not_met",
             Flag::OutsideTheory => "outside_theoretical_bounds",
             Flag::DatabaseUnavailable => "database_unavailable",
+            Flag::Bounded => "bounded",
         }
     }
 }
@@ -574,13 +587,10 @@ impl Model {
         let n = f64::from(nodes);
         let regime = self.regime(nodes);
         let candidate = self.selection.winner(regime);
-        // Beyond a steep history a curve can fall below the smallest normal
-        // float, where the interval's lower bound would round to zero, or
-        // rise past the largest, where its upper bound would be infinite.
-        let value = candidate
-            .curve
-            .value(n)
-            .clamp(f64::MIN_POSITIVE, f64::MAX / MAX_SPREAD);
+        let (value, bounded) = self.bounded(&candidate.curve, n);
+        if bounded {
+            flags.insert(Flag::Bounded);
+        }
         let (lo, hi) = self.history.range();
         let outside = if n < lo {
             (lo - n) / (hi - lo).max(lo)
@@ -615,24 +625,72 @@ impl Model {
         }
     }
 
-    /// Whether moving from the nearest measured node count to `n` changes the
-    /// metric more (or less) than the declared scaling mode allows.
-    fn outside_theory(&self, n: f64, value: f64) -> bool {
-        // No declared mode, no theory (`theory::ratio_bounds` gives none):
-        // skip the search for the nearest count.
-        if self.options.mode == ScalingMode::Unknown {
-            return false;
+    /// `curve`'s value at `n`, and whether it had to be bounded: beyond the
+    /// measured range, to change from the curve's value at the range's
+    /// nearest end no faster than `MAX_SLOPE` (n² or 1/n²) and, everywhere,
+    /// to what one run could measure (`ceiling`). A curve fitted through
+    /// two counts a node apart (1000 and 1001 nodes, 100 and 102 s) is a
+    /// power law of exponent 20, and one through values twice apart of
+    /// exponent 693: unbounded, they predicted three years at 2002 nodes,
+    /// and values that overflowed to no number at all.
+    fn bounded(&self, curve: &super::families::Curve, n: f64) -> (f64, bool) {
+        let value = curve.value(n);
+        let (lo, hi) = self.history.range();
+        let end = n.clamp(lo, hi);
+        let mut range = (f64::MIN_POSITIVE, self.ceiling(n));
+        if end != n {
+            // The curve at the range's end, else the runs measured there.
+            let at_end = Some(curve.value(end))
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .or_else(|| self.history.at(end as u32).map(|p| p.mean))
+                .unwrap_or(f64::MIN_POSITIVE);
+            let reach = (n / end).ln().abs() * MAX_SLOPE;
+            range.0 = range.0.max(at_end * (-reach).exp());
+            range.1 = range.1.min(at_end * reach.exp()).max(range.0);
+            if value.is_nan() {
+                return (at_end.clamp(range.0, range.1), true);
+            }
         }
-        // Nearest on a log scale: one of the two measured counts around n,
-        // the one whose ratio to n (or n's to it) is smaller; |ln(c / n)|
-        // without the logarithm.
+        if value.is_nan() {
+            let nearest = self.nearest(n).map_or(range.0, |p| p.mean);
+            return (nearest.clamp(range.0, range.1), true);
+        }
+        let clamped = value.clamp(range.0, range.1);
+        (clamped, clamped != value)
+    }
+
+    /// The most one run could measure at `n` nodes: what ingestion accepts
+    /// (100 kW a node, ten years), or the most this history measured where
+    /// it came from elsewhere (the accuracy suite's files), and no more than
+    /// the largest float an interval can be built around.
+    fn ceiling(&self, n: f64) -> f64 {
+        let power = crate::validate::MAX_POWER_PER_NODE_W * n;
+        let time = crate::validate::MAX_DURATION_S;
+        let ceiling = match self.options.metric {
+            Metric::Apc => power,
+            Metric::Tts => time,
+            Metric::Ets => power * time,
+        };
+        let measured = self
+            .history
+            .points
+            .iter()
+            .map(|p| p.max)
+            .fold(0.0, f64::max);
+        ceiling.max(measured).min(f64::MAX / MAX_SPREAD)
+    }
+
+    /// The measured node count nearest to `n` on a log scale: one of the two
+    /// around n, the one whose ratio to n (or n's to it) is smaller;
+    /// |ln(c / n)| without the logarithm.
+    fn nearest(&self, n: f64) -> Option<&NodePoint> {
         let points = &self.history.points;
         let above = points.partition_point(|p| f64::from(p.nodes) < n);
         let candidates = [
             above.checked_sub(1),
             (above < points.len()).then_some(above),
         ];
-        let nearest = candidates
+        candidates
             .into_iter()
             .flatten()
             .map(|i| &points[i])
@@ -642,8 +700,18 @@ impl Model {
                     ratio.max(ratio.recip())
                 };
                 distance(a).total_cmp(&distance(b))
-            });
-        let Some(nearest) = nearest else {
+            })
+    }
+
+    /// Whether moving from the nearest measured node count to `n` changes the
+    /// metric more (or less) than the declared scaling mode allows.
+    fn outside_theory(&self, n: f64, value: f64) -> bool {
+        // No declared mode, no theory (`theory::ratio_bounds` gives none):
+        // skip the search for the nearest count.
+        if self.options.mode == ScalingMode::Unknown {
+            return false;
+        }
+        let Some(nearest) = self.nearest(n) else {
             return false;
         };
         match theory::ratio_bounds(
@@ -723,6 +791,62 @@ mod tests {
         }
     }
     use crate::model::{Metric, ScalingMode};
+
+    fn two_counts(metric: Metric, points: [(u32, f64); 2]) -> Model {
+        let history = points.map(|(nodes, value)| Observation {
+            nodes,
+            value,
+            weight: 1.0,
+        });
+        let options = FitOptions {
+            metric,
+            mode: ScalingMode::Unknown,
+            allowed_rmse_pct: 2.0,
+        };
+        fit(&history, options).unwrap()
+    }
+
+    /// Two counts a node apart give a power law of exponent 20 (2 % noise)
+    /// or 693 (twice the value): beyond them, the prediction changes from
+    /// the curve's value at the range's end no faster than n², and says so.
+    #[test]
+    fn beyond_the_range_a_prediction_changes_no_faster_than_n_squared() {
+        for value in [102.0, 200.0] {
+            let model = two_counts(Metric::Tts, [(1000, 100.0), (1001, value)]);
+            let at_end = model.predict_model(1001).value;
+            for (n, expected) in [(2002, 4.0), (1_000_000, (1e6f64 / 1001.0).powi(2))] {
+                let p = model.predict(n, Aggregate::Mean);
+                assert!(
+                    (p.value / at_end / expected - 1.0).abs() < 1e-9,
+                    "{n}: {p:?}"
+                );
+                assert!(p.flags.contains(Flag::Bounded), "{p:?}");
+                assert!(p.high.is_finite() && p.low > 0.0, "{p:?}");
+            }
+            // Below the range, no faster than 1/n².
+            let p = model.predict(1, Aggregate::Mean);
+            let at_start = model.predict_model(1000).value;
+            assert!((p.value / at_start * 1e6 - 1.0).abs() < 1e-9, "{p:?}");
+        }
+        // A curve within the bound is left as it is: ideal scaling, 1/n.
+        let model = two_counts(Metric::Tts, [(1, 100.0), (2, 50.0)]);
+        let p = model.predict(64, Aggregate::Mean);
+        assert!((p.value - 100.0 / 64.0).abs() < 1e-9, "{p:?}");
+        assert!(!p.flags.contains(Flag::Bounded), "{p:?}");
+    }
+
+    /// Power never goes past what a run could draw (100 kW a node), nor
+    /// time past ten years, whatever the curve.
+    #[test]
+    fn a_prediction_stays_within_what_a_run_could_measure() {
+        let model = two_counts(Metric::Apc, [(1, 1.0), (2, 200_000.0)]);
+        let p = model.predict(1000, Aggregate::Mean);
+        assert_eq!(p.value, crate::validate::MAX_POWER_PER_NODE_W * 1000.0);
+        assert!(p.flags.contains(Flag::Bounded));
+        let model = two_counts(Metric::Tts, [(1, 1.0), (2, 3e8)]);
+        let p = model.predict(4, Aggregate::Mean);
+        assert_eq!(p.value, crate::validate::MAX_DURATION_S);
+    }
 
     #[test]
     fn every_flag_is_listed_at_its_index() {

@@ -322,6 +322,77 @@ async fn a_batch_reads_the_applications_it_names_at_once() {
     assert_eq!(answers[302]["error"]["status"], 400);
 }
 
+/// Runs at counts a node apart whose times double give curves of exponent
+/// near 700: far beyond them every answer is still a number (they were
+/// `null`, which the schema does not allow), bounded and flagged so, and
+/// a job start there is stored (it was a 500 from the database).
+#[tokio::test]
+async fn a_steep_curve_far_beyond_its_runs_gives_bounded_numbers() {
+    let app = TestApp::new().await;
+    let runs: Vec<Value> = [
+        (1000, 100_000.0, 10.0),
+        (1001, 100_100.0, 20.0),
+        (1002, 100_200.0, 40.0),
+    ]
+    .iter()
+    .map(|&(nodes, power, time)| {
+        json!({"app": "steep", "source": "s", "job_id": format!("j{nodes}"), "nodes": nodes,
+                   "avg_power_w": power, "duration_s": time})
+    })
+    .collect();
+    let reply = app
+        .post("/v1/runs/batch", &app.ingest, &json!({"runs": runs}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    for n in [1, 2000, 100_000, 1_000_000] {
+        let reply = app
+            .get(&format!("/v1/apps/steep/predictions?nodes={n}"), &app.read)
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        let mut values = Vec::new();
+        for metric in ["ets", "apc", "tts"] {
+            let p = prediction(&reply.body, metric);
+            let [value, low, high] = ["value", "low", "high"].map(|k| {
+                let v = if k == "value" {
+                    &p["value"]
+                } else {
+                    &p["interval"][k]
+                };
+                v.as_f64()
+                    .unwrap_or_else(|| panic!("{n} {metric} {k}: {p:#}"))
+            });
+            assert!(
+                0.0 < low && low <= value && value <= high,
+                "{n} {metric}: {p:#}"
+            );
+            assert!(high.is_finite(), "{p:#}");
+            values.push((value, low, high));
+        }
+        // EtS = APC × TtS within the intervals.
+        let [(e, el, eh), (p, pl, ph), (t, tl, th)] = values[..] else {
+            unreachable!()
+        };
+        assert!(
+            (el..=eh).contains(&(p * t)) || (pl * tl..=ph * th).contains(&e),
+            "{n}: {values:?}"
+        );
+        if n >= 100_000 {
+            let flags = &prediction(&reply.body, "tts")["flags"];
+            assert!(
+                flags.as_array().unwrap().contains(&json!("bounded")),
+                "{flags}"
+            );
+            // Time within ten years, power within 100 kW a node.
+            assert!(t <= 315_576_000.0 && p <= 1e5 * n as f64, "{values:?}");
+        }
+    }
+    let start =
+        json!({"source": "s", "job_id": "big", "app": "steep", "nodes": 100_000, "force": true});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert!(reply.body["predicted_ets_j"].as_f64().unwrap().is_finite());
+}
+
 #[tokio::test]
 async fn the_curve_covers_the_range_asked_with_the_history_beside_it() {
     let app = TestApp::new().await;

@@ -29,7 +29,7 @@ pub struct MetricPrediction<'a> {
     pub aggregate: AggregateName,
     pub interval: Interval,
     /// extrapolation, thin_history, allowed_rmse_not_met,
-    /// outside_theoretical_bounds, database_unavailable.
+    /// outside_theoretical_bounds, database_unavailable, bounded.
     #[schema(value_type = Vec<String>)]
     pub flags: FlagNames,
     #[schema(value_type = PredictorInfo)]
