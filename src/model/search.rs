@@ -483,11 +483,12 @@ impl Horizon {
 }
 
 /// The candidate terms evaluated at the points, each column scaled to a
-/// largest magnitude of 1 (which leaves the fit unchanged and keeps the
-/// normal equations well conditioned), with their inner products.
+/// weighted norm of 1 (which leaves the fit unchanged and keeps the normal
+/// equations well conditioned), with their inner products.
 struct Columns<'a> {
     y: &'a [f64],
-    /// Least-squares weights: 1/y² (relative errors) when no value is 0.
+    /// Least-squares weights, summing to 1: in proportion to 1/y²
+    /// (relative errors) when no value is 0, else equal.
     w: Vec<f64>,
     /// Standard errors of the means, when the points are repeated.
     errors: Option<&'a [f64]>,
@@ -512,6 +513,18 @@ struct Columns<'a> {
 impl<'a> Columns<'a> {
     fn new(p: &[f64], y: &'a [f64], errors: Option<&'a [f64]>, shapes: &[Shape]) -> Columns<'a> {
         let m = p.len();
+        // 1/y², taken relative to the smallest |y| so that none overflows,
+        // then made to sum to 1: the weights' scale leaves the fit as it
+        // is, and the constant's entry of the Gram matrix is then 1, like
+        // every column's (below).
+        let w: Vec<f64> = if y.iter().all(|v| *v != 0.0) {
+            let smallest = y.iter().fold(f64::INFINITY, |a, v| a.min(v.abs()));
+            let raw: Vec<f64> = y.iter().map(|v| (smallest / v).powi(2)).collect();
+            let total: f64 = raw.iter().sum();
+            raw.iter().map(|r| r / total).collect()
+        } else {
+            vec![1.0 / m as f64; m]
+        };
         let mut kept = Vec::with_capacity(shapes.len());
         let mut scale = Vec::with_capacity(shapes.len());
         let mut values = Vec::with_capacity(shapes.len() * m);
@@ -523,16 +536,25 @@ impl<'a> Columns<'a> {
             if !(largest.is_finite() && largest > 0.0) {
                 continue;
             }
+            // Its weighted norm 1, so that the conditioning check sees how
+            // nearly columns repeat each other, not how their scales differ:
+            // scaled to a largest value of 1 instead, y = p over p from 1 to
+            // 1e9 (weights 1/p²) left p's column a norm of 1e-9 beside the
+            // constant's 1, and the search answered a constant.
+            let norm = column
+                .iter()
+                .zip(&w)
+                .map(|(v, w)| w * (v / largest).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            if !(norm.is_finite() && norm > 0.0) {
+                continue;
+            }
             kept.push(shape);
-            scale.push(largest);
-            values.extend(column.iter().map(|v| v / largest));
+            scale.push(largest * norm);
+            values.extend(column.iter().map(|v| v / largest / norm));
         }
         let n = kept.len();
-        let w: Vec<f64> = if y.iter().all(|v| *v != 0.0) {
-            y.iter().map(|v| v.powi(-2)).collect()
-        } else {
-            vec![1.0; m]
-        };
         let column = |t: usize| &values[t * m..(t + 1) * m];
         let sums = (0..n)
             .map(|t| column(t).iter().zip(&w).map(|(u, w)| u * w).sum())
@@ -791,6 +813,42 @@ mod tests {
             assert!(close(found.model.terms[0].coefficient, c1, 1e-6), "{shape}");
             assert!(found.cv_smape_pct < 1e-6 && found.rss < 1e-9);
             assert_eq!(found.adjusted_r2.map(|r| (r * 1e6).round()), Some(1e6));
+        }
+    }
+
+    /// Power laws over many orders of magnitude, where weights 1/y² span
+    /// 1e18: each is found, and stays positive where it was measured (a
+    /// probe got a constant for p over 1 to 1e9 and p² over 1 to 1e6, and a
+    /// model negative at p = 1 for p over 1e-9 to 1).
+    #[test]
+    fn power_laws_over_many_decades_are_recovered() {
+        let decades = |from: f64, to: f64| -> Vec<f64> {
+            let (a, b) = (from.log10(), to.log10());
+            (0..6)
+                .map(|k| 10f64.powf(a + (b - a) * f64::from(k) / 5.0))
+                .collect()
+        };
+        for (exponent, from, to) in [("1", 1.0, 1e9), ("2", 1.0, 1e6), ("1", 1e-9, 1.0)] {
+            let shape = Shape::new(e(exponent), 0);
+            let p = decades(from, to);
+            let found = search(&exact(|p| shape.at(p), &p), &Settings::default()).unwrap();
+            let formula = found.model.formula();
+            assert_eq!(
+                shapes(&found),
+                vec![shape],
+                "{exponent} on [{from}, {to}]: {formula}"
+            );
+            assert!(
+                close(found.model.terms[0].coefficient, 1.0, 1e-6),
+                "{formula}"
+            );
+            assert!(found.smape_pct < 1e-6, "{formula}");
+            for x in p {
+                assert!(
+                    close(found.model.at(x), shape.at(x), 1e-6),
+                    "{formula} at {x}"
+                );
+            }
         }
     }
 
