@@ -78,6 +78,7 @@ pub async fn open(global: &GlobalArgs, sharing: Sharing) -> anyhow::Result<Datab
         data_dir: global.data_dir.clone(),
         bin_dir: global.pg_bin_dir.clone(),
         root_user: global.pg_user.clone(),
+        create: sharing == Sharing::Exclusive,
     };
     let started = tokio::task::spawn_blocking(move || Cluster::start(&options))
         .await

@@ -72,6 +72,11 @@ pub enum ClusterError {
     Unreachable { user: String, dir: PathBuf },
     #[error("another Joulecast process is running on the data directory {0}")]
     Busy(PathBuf),
+    #[error(
+        "{0} holds no Joulecast database: give the service's data directory (--data-dir or \
+         JOULECAST_DATA_DIR) or --database-url; only `joulecast serve` creates a database"
+    )]
+    NoCluster(PathBuf),
     #[error("{command} failed ({status}); its output:\n{output}")]
     CommandFailed {
         command: String,
@@ -120,6 +125,10 @@ pub struct ClusterOptions {
     pub bin_dir: Option<PathBuf>,
     /// System user for the cluster when running as root.
     pub root_user: String,
+    /// Create the cluster when the data directory has none (the service);
+    /// one-off commands refuse instead, so that a mistyped or missing
+    /// --data-dir does not give them a new, empty database of their own.
+    pub create: bool,
 }
 
 /// The paths of a data directory.
@@ -392,6 +401,9 @@ impl Cluster {
         // Traversable but not listable by the cluster user when it is someone else.
         let data_mode = if run_as.switch { 0o711 } else { 0o700 };
         run_as.check_reachable(&layout.data_dir)?;
+        if !options.create && !layout.pg_dir.exists() {
+            return Err(ClusterError::NoCluster(layout.data_dir.clone()));
+        }
         fs::DirBuilder::new()
             .recursive(true)
             .mode(data_mode)

@@ -314,6 +314,26 @@ fn a_stale_pid_file_naming_another_process_does_not_block_start_up() {
     assert!(service.stop().success());
 }
 
+/// A one-off command pointed at a directory without a database (a mistyped
+/// or forgotten --data-dir) says so, and creates nothing: a token it made
+/// there would be refused by the real service, and a service started
+/// there later would find a token and write no admin token.
+#[test]
+fn one_off_commands_do_not_create_a_database() {
+    let (_dir, data_dir, layout) = data_dir();
+    for args in [
+        &["token", "create", "--scope", "read"][..],
+        &["migrate"][..],
+    ] {
+        let output = command(&data_dir).args(args).output().unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("holds no Joulecast database"), "{stderr}");
+        assert!(output.stdout.is_empty(), "{args:?} printed a token");
+    }
+    assert!(!layout.pg_dir.exists(), "no cluster was created");
+}
+
 #[test]
 fn token_create_uses_the_cluster_of_the_running_service() {
     let (_dir, data_dir, _) = data_dir();
@@ -538,7 +558,10 @@ fn a_socket_directory_that_is_a_symbolic_link_is_refused() {
     std::fs::set_permissions(victim.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::create_dir_all(&data_dir).unwrap();
     std::os::unix::fs::symlink(victim.path(), &layout.socket_dir).unwrap();
-    let output = command(&data_dir).args(["migrate"]).output().unwrap();
+    let output = command(&data_dir)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("not a symbolic link"), "{stderr}");

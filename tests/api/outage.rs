@@ -15,6 +15,7 @@ fn options(dir: &std::path::Path) -> ClusterOptions {
         data_dir: dir.to_path_buf(),
         bin_dir: std::env::var_os("JOULECAST_PG_BIN_DIR").map(Into::into),
         root_user: std::env::var("JOULECAST_PG_USER").unwrap_or_else(|_| "postgres".into()),
+        create: true,
     }
 }
 

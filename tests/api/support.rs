@@ -107,6 +107,7 @@ fn start_throwaway_cluster() -> Cluster {
         data_dir,
         bin_dir: std::env::var_os("JOULECAST_PG_BIN_DIR").map(PathBuf::from),
         root_user: std::env::var("JOULECAST_PG_USER").unwrap_or_else(|_| "postgres".into()),
+        create: true,
     })
     .unwrap_or_else(|e| panic!("cannot start a PostgreSQL for the tests: {e}"))
 }

@@ -386,6 +386,7 @@ pub fn pg_cluster(dir: &Path) -> joulecast::embedded::Cluster {
         data_dir: dir.to_path_buf(),
         bin_dir: std::env::var_os("JOULECAST_PG_BIN_DIR").map(Into::into),
         root_user: std::env::var("JOULECAST_PG_USER").unwrap_or_else(|_| "postgres".into()),
+        create: true,
     };
     joulecast::embedded::Cluster::start(&options).expect("start PostgreSQL")
 }
