@@ -95,26 +95,24 @@ pub enum ClusterError {
         log: PathBuf,
         tail: String,
     },
-    #[error("{context}: {source}")]
-    Io {
-        context: String,
-        #[source]
-        source: io::Error,
-    },
+    /// `cause` is shown in the message, not as a source as well: an error
+    /// chain printed with its sources said it twice.
+    #[error("{context}: {cause}")]
+    Io { context: String, cause: io::Error },
 }
 
 type Result<T> = std::result::Result<T, ClusterError>;
 
 fn io_context(context: impl Into<String>) -> impl FnOnce(io::Error) -> ClusterError {
     let context = context.into();
-    move |source| ClusterError::Io { context, source }
+    move |cause| ClusterError::Io { context, cause }
 }
 
 fn errno_context(context: impl Into<String>) -> impl FnOnce(Errno) -> ClusterError {
     let context = context.into();
     move |errno| ClusterError::Io {
         context,
-        source: io::Error::from(errno),
+        cause: io::Error::from(errno),
     }
 }
 
@@ -304,7 +302,7 @@ impl RunAs {
         if owner != self.uid.as_raw() && owner != Uid::effective().as_raw() {
             return Err(ClusterError::Io {
                 context: format!("using {}", dir.display()),
-                source: io::Error::other(format!("it belongs to another user (uid {owner})")),
+                cause: io::Error::other(format!("it belongs to another user (uid {owner})")),
             });
         }
         if self.switch {
@@ -590,7 +588,7 @@ fn spawn_watched(mut command: Command) -> Result<(Pid, watch::Receiver<Option<St
         .recv()
         .map_err(|_| ClusterError::Io {
             context: "starting postgres".into(),
-            source: io::Error::other("watcher thread ended"),
+            cause: io::Error::other("watcher thread ended"),
         })?
         .map_err(io_context("starting postgres"))?;
     Ok((Pid::from_raw(pid as i32), exit_rx))
@@ -667,7 +665,7 @@ fn recover_stale_server(layout: &Layout) -> Result<()> {
                 PidUser::Unknown => {
                     return Err(ClusterError::Io {
                         context: format!("starting PostgreSQL on {}", layout.pg_dir.display()),
-                        source: io::Error::other(format!(
+                        cause: io::Error::other(format!(
                             "process {pid} named in postmaster.pid may be a server of this \
                              cluster and cannot be inspected; stop it, then start again"
                         )),
@@ -757,7 +755,7 @@ fn stop_foreign(pid: Pid) -> Result<()> {
     }
     Err(ClusterError::Io {
         context: format!("stopping the stale PostgreSQL {pid}"),
-        source: io::Error::other("it is still running"),
+        cause: io::Error::other("it is still running"),
     })
 }
 

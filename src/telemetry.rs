@@ -12,8 +12,10 @@ use crate::config::LogFormat;
 pub fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
     let filter = EnvFilter::try_new(filter)
         .map_err(|e| anyhow::anyhow!("--log {filter:?} is not a valid filter: {e}"))?;
+    // Colours only for a terminal: not in a file or the journal.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let installed = match format {
         LogFormat::Text => builder.try_init(),

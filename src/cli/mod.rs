@@ -98,6 +98,12 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
     let db = db::open(global, Sharing::Exclusive).await?;
     if !args.no_migrate {
         db::migrate(&db.pool).await?;
+    } else if let Err(reason) = db::readiness(&db.pool).await {
+        tracing::warn!(
+            reason,
+            "started with --no-migrate: /readyz answers 503, and requests that need what the \
+             missing migrations add answer 503, until `joulecast migrate` has run"
+        );
     }
     if let Some(cluster) = &db.cluster {
         bootstrap_admin_token(&db.pool, &cluster.layout().admin_token_file).await?;

@@ -13,7 +13,7 @@ use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::{DefaultOnFailure, DefaultOnResponse, TraceLayer};
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use tracing::Level;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -139,7 +139,7 @@ pub fn router_from(state: AppState) -> Router {
                 .layer(
                     TraceLayer::new_for_http()
                         .make_span_with(request_span)
-                        .on_response(DefaultOnResponse::new().level(Level::INFO))
+                        .on_response(log_response)
                         // Mostly clients' doing (a body too slow, the
                         // database away): internal errors and panics are
                         // logged as errors where they happen.
@@ -182,6 +182,10 @@ async fn drop_unusable_request_id(mut request: Request, next: Next) -> Response 
     next.run(request).await
 }
 
+/// Routes that supervisors and Prometheus call every few seconds: logged
+/// at DEBUG, so that INFO shows what clients asked.
+const PROBES: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+
 fn request_span(request: &Request) -> tracing::Span {
     let route = request
         .extensions()
@@ -192,6 +196,9 @@ fn request_span(request: &Request) -> tracing::Span {
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
+    if PROBES.contains(&route) {
+        return tracing::debug_span!("probe", method = %request.method(), route, request_id);
+    }
     tracing::info_span!(
         "request",
         method = %request.method(),
@@ -199,6 +206,18 @@ fn request_span(request: &Request) -> tracing::Span {
         uri = %request.uri().path(),
         request_id,
     )
+}
+
+/// Each answer, in its request's span: at INFO, or at DEBUG for a probe
+/// (`request_span`).
+fn log_response(response: &Response, latency: std::time::Duration, span: &tracing::Span) {
+    let status = response.status().as_u16();
+    let latency_us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+    if span.metadata().is_some_and(|m| m.name() == "request") {
+        tracing::info!(status, latency_us, "finished processing request");
+    } else {
+        tracing::debug!(status, latency_us, "finished processing request");
+    }
 }
 
 async fn record_metrics(request: Request, next: Next) -> Response {

@@ -314,6 +314,52 @@ fn a_stale_pid_file_naming_another_process_does_not_block_start_up() {
     assert!(service.stop().success());
 }
 
+/// Logs written to a file have no terminal colours, and the probes that
+/// supervisors and Prometheus send every few seconds are not logged at INFO
+/// beside what clients asked.
+#[test]
+fn logs_to_a_file_are_plain_and_leave_probes_out_at_info() {
+    let (dir, data_dir, _) = data_dir();
+    let log_path = dir.path().join("service.log");
+    let port = free_port();
+    let child = command(&data_dir)
+        .env("JOULECAST_LOG", "info")
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let service = Service { child, port };
+    wait_until("the service is ready", || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+            && http(port, "GET", "/readyz", None, None).0 == 200
+    });
+    for path in ["/healthz", "/metrics"] {
+        http(port, "GET", path, None, None);
+    }
+    assert_eq!(http(port, "GET", "/v1/apps", None, None).0, 401);
+    assert!(service.stop().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        !log.contains('\u{1b}'),
+        "terminal escapes in a file:\n{log}"
+    );
+    let answered: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("finished processing request"))
+        .collect();
+    assert!(
+        answered.iter().any(|l| l.contains("route=\"/v1/apps\"")),
+        "{log}"
+    );
+    assert!(
+        answered.iter().all(|l| !["/healthz", "/readyz", "/metrics"]
+            .iter()
+            .any(|p| l.contains(p))),
+        "{answered:#?}"
+    );
+}
+
 /// A one-off command pointed at a directory without a database (a mistyped
 /// or forgotten --data-dir) says so, and creates nothing: a token it made
 /// there would be refused by the real service, and a service started
