@@ -25,11 +25,19 @@
 # refused with 409) is normal.
 #
 # Runs as SlurmctldUser on the controller. Needs bash, curl and jq. Settings:
-# the defaults below, overridden by /etc/slurm/joulecast-slurm.conf.
+# the defaults below, overridden by /etc/slurm/joulecast-slurm.conf (or the
+# file JOULECAST_SLURM_CONF names), then by JOULECAST_* in the environment.
 
 set -u
 export PATH=/usr/bin:/bin:/usr/sbin:/sbin
 umask 077
+
+# Settings given in the environment (JOULECAST_*, e.g. a run by hand or a
+# systemd Environment= line) win over the defaults and the settings file.
+from_environment=$(
+	names=("${!JOULECAST_@}")
+	((${#names[@]} == 0)) || declare -p "${names[@]}"
+)
 
 JOULECAST_URL="http://joulecast.example.org:8080"
 JOULECAST_TOKEN_FILE="/etc/slurm/joulecast.token"
@@ -43,6 +51,7 @@ if [[ -r $conf ]]; then
 	# shellcheck source=/dev/null
 	. "$conf"
 fi
+eval "$from_environment"
 
 log() { # priority message...
 	local priority=$1 msg

@@ -28,12 +28,20 @@
 # command); the token goes to curl through a config on a pipe, not argv.
 #
 # Settings: the defaults below, overridden by /etc/slurm/joulecast-slurm.conf
-# (shell syntax) when it exists.
+# (shell syntax; or the file JOULECAST_SLURM_CONF names) when it exists, then
+# by JOULECAST_* in the environment.
 
 set -u
 export PATH=/usr/bin:/bin:/usr/sbin:/sbin
 umask 077
 prolog_started_s=$(date +%s)
+
+# Settings given in the environment (JOULECAST_*, e.g. a run by hand or a
+# systemd Environment= line) win over the defaults and the settings file.
+from_environment=$(
+	names=("${!JOULECAST_@}")
+	((${#names[@]} == 0)) || declare -p "${names[@]}"
+)
 
 JOULECAST_URL="http://joulecast.example.org:8080"
 # A `schedule` token, readable by SlurmUser only.
@@ -65,6 +73,7 @@ if [[ -r $conf ]]; then
 	# shellcheck source=/dev/null
 	. "$conf"
 fi
+eval "$from_environment"
 
 log() { # priority message...
 	local priority=$1 msg
@@ -297,8 +306,12 @@ case $code in
 		log warning "does not fit: ${reasons:-$(detail)}; failing the prolog so that Slurm requeues (or cancels) the job"
 		exit 1
 	fi
-	# Another conflict: e.g. this job id is already a finished run.
-	give_up "the service refused the report (HTTP 409): $(detail)"
+	# Another conflict: this job id is already a finished run. Slurm's job
+	# ids started again (a new StateSaveLocation, MaxJobId wrapped): every
+	# new job collides with an old run. It runs unreserved, and is counted
+	# so (jobs_run_unreserved_total, and its alert) rather than silently.
+	remember_unreserved
+	give_up "the service refused the report (HTTP 409): $(detail); if Slurm's job ids started again, set a new JOULECAST_SOURCE (e.g. ${source_name}-2) so that new jobs do not collide with stored runs"
 	;;
 000)
 	unavailable "no answer from $JOULECAST_URL: $(head -c 300 "$tmp/err")"

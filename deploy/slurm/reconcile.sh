@@ -41,12 +41,20 @@
 # Exit status: 0 when every release was done (or none was needed); 1 when
 # the service or squeue could not be asked or a release failed, so that
 # the timer's unit shows failed. Settings: the defaults below, overridden by
-# /etc/slurm/joulecast-slurm.conf (shell syntax). Needs bash, squeue,
+# /etc/slurm/joulecast-slurm.conf (shell syntax; or the file
+# JOULECAST_SLURM_CONF names), then by JOULECAST_* in the environment. Needs bash, squeue,
 # scontrol, curl and jq.
 
 set -u
 export PATH=/usr/bin:/bin:/usr/sbin:/sbin
 umask 077
+
+# Settings given in the environment (JOULECAST_*, e.g. a run by hand or a
+# systemd Environment= line) win over the defaults and the settings file.
+from_environment=$(
+	names=("${!JOULECAST_@}")
+	((${#names[@]} == 0)) || declare -p "${names[@]}"
+)
 
 JOULECAST_URL="http://joulecast.example.org:8080"
 # A `schedule` token (it may list and release jobs), as the prolog's.
@@ -66,6 +74,7 @@ if [[ -r $conf ]]; then
 	# shellcheck source=/dev/null
 	. "$conf"
 fi
+eval "$from_environment"
 
 dry_run=false allow_empty=false
 usage="usage: $0 [--dry-run] [--allow-empty-queue]"

@@ -37,11 +37,19 @@
 # PrivateData does not include "jobs".
 #
 # Settings: the defaults below, overridden by /etc/slurm/joulecast-slurm.conf
-# (shell syntax). Needs bash, sacct, curl, jq, flock and GNU date.
+# (shell syntax; or the file JOULECAST_SLURM_CONF names), then by JOULECAST_*
+# in the environment. Needs bash, sacct, curl, jq, flock and GNU date.
 
 set -euo pipefail
 export PATH=/usr/bin:/bin:/usr/sbin:/sbin
 umask 077
+
+# Settings given in the environment (JOULECAST_*, e.g. a run by hand or a
+# systemd Environment= line) win over the defaults and the settings file.
+from_environment=$(
+	names=("${!JOULECAST_@}")
+	((${#names[@]} == 0)) || declare -p "${names[@]}"
+)
 
 JOULECAST_URL="http://joulecast.example.org:8080"
 # An `ingest` token. Under systemd it comes from LoadCredential= instead.
@@ -71,6 +79,7 @@ if [[ -r $conf ]]; then
 	# shellcheck source=/dev/null
 	. "$conf"
 fi
+eval "$from_environment"
 
 log() { # priority message...
 	local priority=$1

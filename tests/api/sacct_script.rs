@@ -47,9 +47,15 @@ impl Import {
 
     /// One run of the script, as the timer would start it.
     async fn run(&self) -> Output {
+        self.run_with(&[]).await
+    }
+
+    /// One run, with these settings in its environment too.
+    async fn run_with(&self, environment: &[(&str, &str)]) -> Output {
         let conf = self.dir.path().join("joulecast-slurm.conf");
         tokio::process::Command::new("bash")
             .arg(SCRIPT)
+            .envs(environment.iter().copied())
             .env("JOULECAST_SLURM_CONF", conf)
             // As under systemd: messages on standard error only, not syslog.
             .env("INVOCATION_ID", "test")
@@ -170,4 +176,21 @@ async fn a_job_too_large_even_alone_is_skipped_and_named() {
     let runs = tiny.run_count().await;
     assert!(runs >= 1, "no one-line job was imported: {log}");
     assert!(import.state().is_some(), "the window was not recorded");
+}
+
+/// A setting in the environment wins over the settings file (a run by
+/// hand: `JOULECAST_SETTLE_S=0 sacct-import.sh`); the file still gives the
+/// rest.
+#[tokio::test]
+async fn settings_in_the_environment_win_over_the_file() {
+    let app = TestApp::new().await;
+    let url = app.serve().await;
+    let import = Import::new(&url, &app.ingest, "");
+    let output = import.run_with(&[("JOULECAST_SOURCE", "from-env")]).await;
+    assert!(output.status.success(), "{}", stderr(&output));
+    let sources: Vec<String> = sqlx::query_scalar("SELECT DISTINCT source FROM runs")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(sources, ["from-env"], "{}", stderr(&output));
 }

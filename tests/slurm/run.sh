@@ -277,6 +277,19 @@ check "sacct import: runs against slurmdbd" test -s "$W/import-state/last-end"
 check "sacct import: names why jobs without energy are skipped" \
 	grep -qi "skipped line .*energy" "$W/log/import.log"
 
+# A job whose id is already a stored run (Slurm's job ids started again):
+# the prolog lets it run, says why, and counts it as unreserved.
+curl -sS -o /dev/null -H "Authorization: Bearer $(cat "$W/ingest.token")" \
+	-H 'Content-Type: application/json' "$URL/v1/runs" \
+	-d "{\"app\":\"lin\",\"source\":\"$CLUSTER\",\"job_id\":\"reused-1\",\"nodes\":1,\"energy_j\":1000,\"duration_s\":10}"
+reused_id_runs_counted() {
+	SLURM_JOB_ID=reused-1 SLURM_CLUSTER_NAME=$CLUSTER SLURM_JOB_NAME=lin SLURM_JOB_NUM_NODES=1 \
+		/etc/slurm/joulecast-prolog.sh &&
+		grep -q "job reused-1: .*set a new JOULECAST_SOURCE" "$W/log/scripts.log" &&
+		grep -q "^reused-1 " "$W/spool-joulecast/unreserved"
+}
+check "a job id already stored as a run: it runs, counted as unreserved" reused_id_runs_counted
+
 # 10. The epilog misses a job's end (here: the service is down when the job
 # is cancelled), so the job stays held, until reconcile.sh releases it. The
 # reconciler leaves running jobs alone, array tasks and heterogeneous parts
