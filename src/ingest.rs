@@ -136,7 +136,7 @@ pub fn validate(mut draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<F
             errors.add(
                 "avg_power_w",
                 format!(
-                    "{per_node:.0} W per node is implausible (limit {MAX_POWER_PER_NODE_W} W); \
+                    "{per_node} W per node is implausible (limit {MAX_POWER_PER_NODE_W} W); \
                      is the unit watts?"
                 ),
             );

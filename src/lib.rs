@@ -20,5 +20,6 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod telemetry;
+pub mod text;
 pub mod tokens;
 pub mod validate;

@@ -120,6 +120,10 @@ impl NodeStats {
         if !(mean.is_finite() && mean > 0.0 && self.nodes > 0 && self.runs > 0) {
             return None;
         }
+        // Within the runs' own range: rounding must not put the mean of
+        // equal runs above them (a probe got 31557600000000.004 as the mean
+        // of one run of 31557600000000).
+        let mean = mean.max(self.min).min(self.max);
         let squares = (self.sum_squares - self.sum * mean).max(0.0);
         let scatter = squares / (mean * mean) * self.runs as f64 / self.weight;
         Some(NodePoint {

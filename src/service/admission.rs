@@ -24,6 +24,7 @@ use super::{Error, Result, Service, apps, power};
 use crate::domain::ReservedBasis;
 use crate::ingest::{NodeListDraft, NodeListSchema};
 use crate::store::{self, caps::CapRow, power::Load};
+use crate::text::whole;
 use crate::validate::{self, Account, FieldError, Tag};
 
 /// A queued job.
@@ -280,8 +281,10 @@ pub(crate) async fn decide(
     let mut reasons = Vec::new();
     if estimate.apc_w.is_none() {
         reasons.push(format!(
-            "{} has no history: it reserves {:.0} W for {} nodes, the conservative default",
-            job.app, estimate.reserved_w, job.nodes
+            "{} has no history: it reserves {} W for {} nodes, the conservative default",
+            job.app,
+            whole(estimate.reserved_w),
+            job.nodes
         ));
     }
     for s in &scopes {
@@ -421,19 +424,22 @@ fn power_reason(s: &ScopeCheck, estimate: &Estimate) -> String {
     ) else {
         return format!("power: no cap is in force for {scope}");
     };
-    let needs = estimate.reserved_w - s.idle_released_w;
+    let needs = whole(estimate.reserved_w - s.idle_released_w);
+    let (cap, before) = (whole(cap), whole(before));
     if s.fits {
         format!(
-            "power: fits under cap {name} ({cap:.0} W, {scope}): {before:.0} W of headroom, \
-             {after:.0} W after the job adds {needs:.0} W ({:.0} W {}, less {:.0} W its nodes \
-             draw idle)",
-            estimate.reserved_w, estimate.basis, s.idle_released_w
+            "power: fits under cap {name} ({cap} W, {scope}): {before} W of headroom, \
+             {} W after the job adds {needs} W ({} W {}, less {} W its nodes draw idle)",
+            whole(after),
+            whole(estimate.reserved_w),
+            estimate.basis,
+            whole(s.idle_released_w)
         )
     } else {
         format!(
-            "power: does not fit under cap {name} ({cap:.0} W, {scope}): the job adds \
-             {needs:.0} W but only {before:.0} W of headroom is left ({:.0} W over)",
-            -after
+            "power: does not fit under cap {name} ({cap} W, {scope}): the job adds \
+             {needs} W but only {before} W of headroom is left ({} W over)",
+            whole(-after)
         )
     }
 }

@@ -101,12 +101,15 @@ impl Job {
     pub(crate) fn from_row(j: JobRow, now: DateTime<Utc>, expiry: Expiry) -> Self {
         let elapsed = (now - j.started_at).as_seconds_f64();
         let reservation_ends_at = expiry.ends_at(j.started_at, j.time_limit_s);
+        let expired = reservation_ends_at <= now;
         Job {
             reservation_ends_at,
-            expired: reservation_ends_at <= now,
-            stale: j
-                .predicted_tts_s
-                .is_some_and(|tts| elapsed > STALE_FACTOR * tts),
+            expired,
+            // Stale comes before expired: an expired job is counted as
+            // expired only, in the totals as on the job.
+            stale: !expired
+                && j.predicted_tts_s
+                    .is_some_and(|tts| elapsed > STALE_FACTOR * tts),
             source: j.source,
             job_id: j.job_id,
             app: j.app,

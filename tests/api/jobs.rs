@@ -331,6 +331,17 @@ async fn reservations_expire_at_the_time_limit_plus_grace_or_the_maximum() {
     let list = app.get("/v1/jobs", &app.read).await.body;
     assert_eq!(list["items"].as_array().unwrap().len(), 4);
     assert_eq!(list["expired"], 2, "{list:#}");
+    // Expired comes after stale: an expired job is not also stale, on the
+    // job as in the totals.
+    let items = list["items"].as_array().unwrap();
+    assert!(
+        items
+            .iter()
+            .all(|j| !(j["expired"] == true && j["stale"] == true)),
+        "{list:#}"
+    );
+    let stale = items.iter().filter(|j| j["stale"] == true).count();
+    assert_eq!(list["stale"], stale, "{list:#}");
     let reserved = |job: &str| {
         list["items"]
             .as_array()

@@ -155,8 +155,8 @@ pub async fn optimal_nodes(
             why.push(format!(
                 "the fastest count ({} nodes) needs {} s, beyond the deadline of {} s",
                 f.nodes,
-                figure(f.tts_s),
-                figure(deadline)
+                crate::text::whole(f.tts_s),
+                crate::text::whole(deadline)
             ));
         }
         if let (Some(budget), Some(e)) = (params.energy_budget_j, least_energy)
@@ -165,8 +165,8 @@ pub async fn optimal_nodes(
             why.push(format!(
                 "the least-energy count ({} nodes) needs {} J, above the budget of {} J",
                 e.nodes,
-                figure(e.ets_j),
-                figure(budget)
+                crate::text::whole(e.ets_j),
+                crate::text::whole(budget)
             ));
         }
         if why.is_empty() {
@@ -188,16 +188,6 @@ pub async fn optimal_nodes(
         reason,
         models,
     }))
-}
-
-/// A time or energy in words: whole units from 1 up, else three significant
-/// digits (a deadline of 1e-100 s is not "0 s").
-fn figure(value: f64) -> String {
-    if value.abs() >= 1.0 || value == 0.0 {
-        format!("{value:.0}")
-    } else {
-        format!("{value:.3e}")
-    }
 }
 
 /// The least-energy and the fastest node counts of `nodes`.
@@ -343,14 +333,6 @@ mod tests {
                 tts_s: 1.0 / f64::from(n),
             })
             .collect()
-    }
-
-    #[test]
-    fn figures_in_reasons_keep_small_values() {
-        assert_eq!(figure(1234.4), "1234");
-        assert_eq!(figure(0.0), "0");
-        assert_eq!(figure(1e-100), "1.000e-100");
-        assert_eq!(figure(0.25), "2.500e-1");
     }
 
     #[test]

@@ -4,24 +4,7 @@
 
 use maud::{Markup, html};
 
-/// `x` to three significant digits (no exponent), as a string.
-pub fn sig3(x: f64) -> String {
-    if !x.is_finite() {
-        return "–".into();
-    }
-    let a = x.abs();
-    let digits = if a >= 100.0 || a == 0.0 {
-        0
-    } else if a >= 10.0 {
-        1
-    } else if a >= 1.0 {
-        2
-    } else {
-        // 0.0123 → 4 decimals: three significant digits.
-        (2 - a.log10().floor() as i32).clamp(3, 9) as usize
-    };
-    format!("{x:.digits$}")
-}
+pub use crate::text::sig3;
 
 /// The unit a value of `magnitude` (SI) reads best in: its divisor and name.
 fn scale(magnitude: f64, units: &[(f64, &'static str)]) -> (f64, &'static str) {
@@ -51,7 +34,7 @@ const TIME: &[(f64, &str)] = &[
 /// A quantity of `si` in `unit` (SI), shown as `text`.
 fn quantity(si: f64, unit: &str, text: String) -> Markup {
     html! {
-        span.q title=(format!("{si:.6} {unit}")) data-si=(si) data-unit=(unit) { (text) }
+        span.q title=(format!("{si} {unit}")) data-si=(si) data-unit=(unit) { (text) }
     }
 }
 
@@ -126,16 +109,6 @@ pub fn percent(pct: f64) -> Markup {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn three_significant_digits() {
-        assert_eq!(sig3(1234.5), "1234");
-        assert_eq!(sig3(12.345), "12.3");
-        assert_eq!(sig3(1.2345), "1.23");
-        assert_eq!(sig3(0.012345), "0.0123");
-        assert_eq!(sig3(0.0), "0");
-        assert_eq!(sig3(-2.5), "-2.50");
-    }
 
     #[test]
     fn units_people_read_with_the_si_value_kept() {

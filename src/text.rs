@@ -1,0 +1,65 @@
+//! Numbers in words: what reasons, messages and pages print.
+
+/// `x` in whole units from 1 up to 1e15, else to three significant digits
+/// in scientific notation: a cap of 1e-9 W is not "0 W", and one of 1e100 W
+/// is not a hundred digits.
+pub fn whole(x: f64) -> String {
+    let a = x.abs();
+    if a == 0.0 || (1.0..1e15).contains(&a) {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
+/// `x` to three significant digits: plain from 1e-3 up to 1e6, in
+/// scientific notation outside, where plain digits would run long
+/// ("0.000000000", or a hundred digits).
+pub fn sig3(x: f64) -> String {
+    if !x.is_finite() {
+        return "–".into();
+    }
+    let a = x.abs();
+    if a != 0.0 && !(1e-3..1e6).contains(&a) {
+        return format!("{x:.2e}");
+    }
+    let digits = if a >= 100.0 || a == 0.0 {
+        0
+    } else if a >= 10.0 {
+        1
+    } else if a >= 1.0 {
+        2
+    } else {
+        // 0.0123 → 4 decimals: three significant digits.
+        (2 - a.log10().floor() as i32).clamp(3, 5) as usize
+    };
+    format!("{x:.digits$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_units_keep_small_and_huge_values_short() {
+        assert_eq!(whole(1234.4), "1234");
+        assert_eq!(whole(0.0), "0");
+        assert_eq!(whole(-2.5), "-2");
+        assert_eq!(whole(1e-100), "1.00e-100");
+        assert_eq!(whole(0.25), "2.50e-1");
+        assert_eq!(whole(1e100), "1.00e100");
+    }
+
+    #[test]
+    fn three_significant_digits() {
+        assert_eq!(sig3(1234.5), "1234");
+        assert_eq!(sig3(12.345), "12.3");
+        assert_eq!(sig3(1.2345), "1.23");
+        assert_eq!(sig3(0.012345), "0.0123");
+        assert_eq!(sig3(0.0), "0");
+        assert_eq!(sig3(-2.5), "-2.50");
+        assert_eq!(sig3(1.5e-10), "1.50e-10");
+        assert_eq!(sig3(3.16e13), "3.16e13");
+        assert_eq!(sig3(f64::NAN), "–");
+    }
+}
