@@ -191,3 +191,12 @@ pub enum SegmentKind {
     Linear,
     NonLinear,
 }
+
+/// Ten years: a longer run or time limit is taken for a unit mistake (ms
+/// sent as s), and no prediction goes past it.
+pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
+
+/// The most a single node is believed to draw, W: ten times today's
+/// densest GPU nodes. More is a unit error (and squares of such values in
+/// the statistics would overflow), and no prediction goes past it.
+pub const MAX_POWER_PER_NODE_W: f64 = 100_000.0;

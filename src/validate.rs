@@ -302,10 +302,11 @@ pub fn as_stored(time: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono
         .unwrap_or(time)
 }
 
-/// A time within years 1 to 9999, which every layer down to PostgreSQL handles.
+/// A time within years 1 to 9999, which every layer down to PostgreSQL
+/// handles, as it is kept (`as_stored`: 9999-12-31T23:59:60 is year 10000).
 pub fn time_in_range(time: chrono::DateTime<chrono::Utc>) -> Result<(), String> {
     use chrono::Datelike;
-    if (1..=9999).contains(&time.year()) {
+    if (1..=9999).contains(&as_stored(time).year()) {
         Ok(())
     } else {
         Err(format!("must be between years 1 and 9999 (got {time})"))
@@ -366,9 +367,7 @@ pub fn quality(weight: f64) -> Result<(), String> {
     }
 }
 
-/// Ten years: a longer run or time limit is taken for a unit mistake (ms
-/// sent as s).
-pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
+pub use crate::domain::MAX_DURATION_S;
 
 /// A job's time limit, s: positive and at most ten years, as a run's
 /// duration. Its reservation ends at its start plus this limit, which must
@@ -413,10 +412,7 @@ pub fn node_names_within_budget<'a>(
     Ok(())
 }
 
-/// The most a single node is believed to draw, W: ten times today's
-/// densest GPU nodes. More is a unit error, and squares of such values in
-/// the statistics would overflow.
-pub const MAX_POWER_PER_NODE_W: f64 = 100_000.0;
+pub use crate::domain::MAX_POWER_PER_NODE_W;
 
 /// One node's power: finite, positive, at most `MAX_POWER_PER_NODE_W`.
 pub fn node_power(watts: f64) -> Result<(), String> {

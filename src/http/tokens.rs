@@ -64,7 +64,8 @@ pub async fn create_token(
         errors.add("expires_at", "must be in the future");
     }
     errors.into_result(()).map_err(ApiError::Invalid)?;
-    let created = create(&state.pool, &input.name, &input.scopes, input.expires_at).await?;
+    let expires_at = input.expires_at.map(validate::as_stored);
+    let created = create(&state.pool, &input.name, &input.scopes, expires_at).await?;
     Ok((StatusCode::CREATED, axum::Json(created)))
 }
 

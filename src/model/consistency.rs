@@ -22,7 +22,7 @@
 //! satisfied E = P·T within 5 % at ingestion).
 
 use super::fit::MAX_SPREAD;
-use super::{Aggregate, Model, Prediction, Source};
+use super::{Aggregate, Flag, Model, Prediction, Source};
 
 /// A half-width (in the logs) below which a prediction counts as exact.
 const EXACT: f64 = 1e-12;
@@ -74,8 +74,19 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
         return;
     }
     let excess = r - admitted.copysign(r);
-    let [ve, vp, vt] = [he, hp, ht].map(|h| h * h);
+    // A prediction held at its bound (`Flag::Bounded`) does not move: the
+    // others take the excess, or, when all are held, nothing moves.
+    let [ve, vp, vt] = [(he, &*ets), (hp, &*apc), (ht, &*tts)].map(|(h, p)| {
+        if p.flags.contains(Flag::Bounded) {
+            0.0
+        } else {
+            h * h
+        }
+    });
     let total = ve + vp + vt;
+    if total <= 0.0 {
+        return;
+    }
     for (p, shift) in [
         (ets, -excess * ve / total),
         (apc, excess * vp / total),
@@ -118,6 +129,28 @@ mod tests {
         let (mut e, mut p, mut t) = (model(1030.6, 0.03), model(10.0, 0.0), model(100.0, 0.0));
         reconcile(&mut e, &mut p, &mut t);
         assert!(e.value < 1030.6);
+    }
+
+    /// A prediction held at a bound keeps its value: the others take the
+    /// excess; with all three held, nothing moves.
+    #[test]
+    fn a_bounded_prediction_does_not_move() {
+        let bounded = |value, half| {
+            let mut p = model(value, half);
+            p.flags.insert(Flag::Bounded);
+            p
+        };
+        let (mut e, mut p, mut t) = (model(5000.0, 0.1), bounded(10.0, 0.5), model(100.0, 0.1));
+        reconcile(&mut e, &mut p, &mut t);
+        assert_eq!(p.value, 10.0);
+        assert!(e.value < 5000.0 && t.value > 100.0);
+        let (mut e, mut p, mut t) = (
+            bounded(5000.0, 0.1),
+            bounded(10.0, 0.5),
+            bounded(100.0, 0.1),
+        );
+        reconcile(&mut e, &mut p, &mut t);
+        assert_eq!((e.value, p.value, t.value), (5000.0, 10.0, 100.0));
     }
 
     #[test]

@@ -591,7 +591,8 @@ impl Model {
         let n = f64::from(nodes);
         let regime = self.regime(nodes);
         let candidate = self.selection.winner(regime);
-        let (value, bounded) = self.bounded(&candidate.curve, n);
+        let ceiling = self.ceiling(n);
+        let (value, bounded) = self.bounded(&candidate.curve, n, ceiling);
         if bounded {
             flags.insert(Flag::Bounded);
         }
@@ -624,7 +625,8 @@ impl Model {
             source: Source::Model,
             family: Some(candidate.family),
             low: (value / spread).max(f64::MIN_POSITIVE),
-            high: value * spread,
+            // Nor does the interval reach past what a run could measure.
+            high: (value * spread).min(ceiling.max(value)),
             flags,
         }
     }
@@ -637,11 +639,11 @@ impl Model {
     /// power law of exponent 20, and one through values twice apart of
     /// exponent 693: unbounded, they predicted three years at 2002 nodes,
     /// and values that overflowed to no number at all.
-    fn bounded(&self, curve: &super::families::Curve, n: f64) -> (f64, bool) {
+    fn bounded(&self, curve: &super::families::Curve, n: f64, ceiling: f64) -> (f64, bool) {
         let value = curve.value(n);
         let (lo, hi) = self.history.range();
         let end = n.clamp(lo, hi);
-        let mut range = (f64::MIN_POSITIVE, self.ceiling(n));
+        let mut range = (f64::MIN_POSITIVE, ceiling);
         if end != n {
             // The curve at the range's end, else the runs measured there.
             let at_end = Some(curve.value(end))
@@ -664,24 +666,25 @@ impl Model {
     }
 
     /// The most one run could measure at `n` nodes: what ingestion accepts
-    /// (100 kW a node, ten years), or the most this history measured where
-    /// it came from elsewhere (the accuracy suite's files), and no more than
-    /// the largest float an interval can be built around.
+    /// (100 kW a node, ten years; energy, their product a node), or the most
+    /// this history measured (a node, for power and energy) where it came
+    /// from elsewhere (the accuracy suite's files), and no more than the
+    /// largest float an interval can be built around.
     fn ceiling(&self, n: f64) -> f64 {
-        let power = crate::validate::MAX_POWER_PER_NODE_W * n;
-        let time = crate::validate::MAX_DURATION_S;
-        let ceiling = match self.options.metric {
-            Metric::Apc => power,
-            Metric::Tts => time,
-            Metric::Ets => power * time,
+        let most = |per_node: bool| {
+            self.history.points.iter().fold(0.0, |most: f64, p| {
+                let nodes = if per_node { f64::from(p.nodes) } else { 1.0 };
+                most.max(p.max / nodes)
+            })
         };
-        let measured = self
-            .history
-            .points
-            .iter()
-            .map(|p| p.max)
-            .fold(0.0, f64::max);
-        ceiling.max(measured).min(f64::MAX / MAX_SPREAD)
+        let power = crate::domain::MAX_POWER_PER_NODE_W;
+        let time = crate::domain::MAX_DURATION_S;
+        let ceiling = match self.options.metric {
+            Metric::Apc => power.max(most(true)) * n,
+            Metric::Tts => time.max(most(false)),
+            Metric::Ets => (power * time).max(most(true)) * n,
+        };
+        ceiling.min(f64::MAX / MAX_SPREAD)
     }
 
     /// The measured node count nearest to `n` on a log scale: one of the two
@@ -845,11 +848,11 @@ mod tests {
     fn a_prediction_stays_within_what_a_run_could_measure() {
         let model = two_counts(Metric::Apc, [(1, 1.0), (2, 200_000.0)]);
         let p = model.predict(1000, Aggregate::Mean);
-        assert_eq!(p.value, crate::validate::MAX_POWER_PER_NODE_W * 1000.0);
+        assert_eq!(p.value, crate::domain::MAX_POWER_PER_NODE_W * 1000.0);
         assert!(p.flags.contains(Flag::Bounded));
         let model = two_counts(Metric::Tts, [(1, 1.0), (2, 3e8)]);
         let p = model.predict(4, Aggregate::Mean);
-        assert_eq!(p.value, crate::validate::MAX_DURATION_S);
+        assert_eq!(p.value, crate::domain::MAX_DURATION_S);
     }
 
     #[test]

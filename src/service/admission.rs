@@ -508,7 +508,7 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
         nodes,
         scope: &scope,
         account: account.as_deref(),
-        at: input.start_at.unwrap_or(now),
+        at: input.start_at.map(validate::as_stored).unwrap_or(now),
         time_limit_s: input.time_limit_s,
     };
     let load = power::current_load(service).await?;

@@ -76,6 +76,8 @@ pub async fn headroom(
     at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Headroom> {
+    // As PostgreSQL reads it (a leap second is the next second's start).
+    let at = crate::validate::as_stored(at);
     let mut tx = service.pool.begin().await?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         .execute(&mut *tx)

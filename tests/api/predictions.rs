@@ -368,12 +368,15 @@ async fn a_steep_curve_far_beyond_its_runs_gives_bounded_numbers() {
             assert!(high.is_finite(), "{p:#}");
             values.push((value, low, high));
         }
-        // EtS = APC × TtS within the intervals.
+        // EtS = APC × TtS within the intervals (reconciliation puts one on
+        // the other's edge: 1e-9 for rounding, as in
+        // energy_is_power_times_time_within_the_intervals).
         let [(e, el, eh), (p, pl, ph), (t, tl, th)] = values[..] else {
             unreachable!()
         };
+        let within = |x: f64, lo: f64, hi: f64| lo * (1.0 - 1e-9) <= x && x <= hi * (1.0 + 1e-9);
         assert!(
-            (el..=eh).contains(&(p * t)) || (pl * tl..=ph * th).contains(&e),
+            within(p * t, el, eh) || within(e, pl * tl, ph * th),
             "{n}: {values:?}"
         );
         if n >= 100_000 {
@@ -391,6 +394,31 @@ async fn a_steep_curve_far_beyond_its_runs_gives_bounded_numbers() {
     let reply = app.post("/v1/jobs", &app.schedule, &start).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     assert!(reply.body["predicted_ets_j"].as_f64().unwrap().is_finite());
+}
+
+/// One run at the limits (a million nodes, 100 kW each, ten years): at one
+/// node no answer, interval included, passes what a run could measure
+/// there; reconciling EtS with APC × TtS once pushed TtS to 52 years.
+#[tokio::test]
+async fn no_answer_passes_what_a_run_could_measure() {
+    let app = TestApp::new().await;
+    app.ingest(
+        &json!({"app": "edge", "source": "s", "job_id": "1", "nodes": 1_000_000,
+                       "avg_power_w": 1e11, "duration_s": 315_576_000.0}),
+    )
+    .await;
+    let reply = app
+        .get("/v1/apps/edge/predictions?nodes=1", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let year10 = 315_576_000.0;
+    for (metric, ceiling) in [("apc", 1e5), ("tts", year10), ("ets", 1e5 * year10)] {
+        let p = prediction(&reply.body, metric);
+        let value = p["value"].as_f64().unwrap();
+        let high = p["interval"]["high"].as_f64().unwrap();
+        assert!(value <= ceiling * (1.0 + 1e-12), "{metric}: {p:#}");
+        assert!(high <= ceiling * (1.0 + 1e-12), "{metric}: {p:#}");
+    }
 }
 
 #[tokio::test]

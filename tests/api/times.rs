@@ -151,3 +151,24 @@ async fn a_check_the_database_makes_is_answered_as_bad_input() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Leap seconds elsewhere: a token expiring at 9999-12-31T23:59:60 would
+/// expire in year 10000 (it was stored and shown as `+10000-01-01`, which is
+/// no RFC 3339 time); a time asked about is answered as the next second.
+#[tokio::test]
+async fn leap_seconds_in_other_times_are_read_as_the_next_second() {
+    let app = TestApp::new().await;
+    let token = json!({"name": "t", "scopes": ["read"], "expires_at": "9999-12-31T23:59:60Z"});
+    app.post("/v1/tokens", &app.admin, &token)
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "expires_at");
+    let reply = app
+        .get("/v1/power/headroom?at=2026-11-27T12:00:60Z", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["at"], "2026-11-27T12:01:00Z");
+    let reply = app
+        .get("/v1/power-caps?at=2026-11-27T12:00:60Z", &app.read)
+        .await;
+    assert_eq!(reply.body["at"], "2026-11-27T12:01:00Z", "{:#}", reply.body);
+}
