@@ -50,6 +50,58 @@ pub async fn put_budget(
     Ok((status, axum::Json(budget)))
 }
 
+/// Remove an account's budget: its jobs and runs stay, and admission no
+/// longer checks an energy budget for it.
+#[utoipa::path(delete, path = "/v1/budgets/{account}", tag = "budgets",
+    params(("account" = String, Path, description = "Accounting project")),
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 400, description = "Bad account", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsAdmin),
+        (status = 404, description = "No budget for the account", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
+    ))]
+pub async fn delete_budget(
+    _: Authorized<auth::Admin>,
+    State(state): State<AppState>,
+    Path(account): Path<String>,
+) -> ApiResult<StatusCode> {
+    let account = check_account(&account)?;
+    if budgets::delete(&state, &account).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!(
+            "no budget for account `{account}`"
+        )))
+    }
+}
+
+/// Every account's budget and where it stands.
+#[derive(Debug, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct Budgets {
+    /// By account; at most 10,000 (`/metrics` shows as many).
+    pub items: Vec<Budget>,
+}
+
+/// Every budget, and where each account stands against it now.
+#[utoipa::path(get, path = "/v1/budgets", tag = "budgets",
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The budgets, by account", body = Budgets),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 503, response = Unavailable),
+    ))]
+pub async fn list_budgets(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+) -> ApiResult<axum::Json<Budgets>> {
+    let items = budgets::standings(&state, budgets::MAX_STANDINGS).await?;
+    Ok(axum::Json(Budgets { items }))
+}
+
 /// An account's budget: consumed, committed, remaining, and when it runs out.
 #[utoipa::path(get, path = "/v1/budgets/{account}", tag = "budgets",
     params(("account" = String, Path, description = "Accounting project")),

@@ -91,14 +91,23 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::cancel_job))
         .routes(routes!(unreserved::report_unreserved))
         .routes(routes!(power::headroom))
-        .routes(routes!(budgets::get_budget, budgets::put_budget))
+        .routes(routes!(budgets::list_budgets))
+        .routes(routes!(
+            budgets::get_budget,
+            budgets::put_budget,
+            budgets::delete_budget
+        ))
         .routes(routes!(caps::list_caps))
         .routes(routes!(caps::get_cap, caps::put_cap, caps::delete_cap))
         .routes(routes!(capacity::max_nodes))
         .routes(routes!(capacity::optimal_nodes))
         .routes(routes!(capacity::pareto))
         .routes(routes!(nodes::list_nodes))
-        .routes(routes!(nodes::get_node, nodes::put_node))
+        .routes(routes!(
+            nodes::get_node,
+            nodes::put_node,
+            nodes::delete_node
+        ))
         .routes(routes!(nodes::post_samples))
         .routes(routes!(nodes::get_classification))
         .routes(routes!(

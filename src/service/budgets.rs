@@ -159,6 +159,11 @@ pub async fn get(service: &Service, account: &Account) -> Result<Budget> {
     standing(&mut conn, &load, row, Utc::now()).await
 }
 
+/// Remove `account`'s budget (its jobs and runs stay); whether it had one.
+pub async fn delete(service: &Service, account: &Account) -> Result<bool> {
+    Ok(store::budgets::delete(&service.pool, account).await?)
+}
+
 /// Accounts whose standings are shown at most (`/metrics`, the dashboard).
 pub const MAX_STANDINGS: i64 = 10_000;
 

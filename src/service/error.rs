@@ -113,6 +113,12 @@ impl From<sqlx::Error> for Error {
                 detail: "the resource already exists".into(),
                 errors: vec![],
             },
+            // A row referred to was removed meanwhile (a node deleted while
+            // its samples were being stored).
+            sqlx::Error::Database(db) if db.is_foreign_key_violation() => Error::Conflict {
+                detail: "something this refers to was removed meanwhile; retry".into(),
+                errors: vec![],
+            },
             _ => Error::Internal(error.into()),
         }
     }

@@ -77,6 +77,14 @@ pub async fn put(
     Ok(stored)
 }
 
+/// Remove node `name` and its samples; whether it was registered. Every
+/// replica drops the node powers it keeps.
+pub async fn delete(service: &Service, name: &NodeName) -> Result<bool> {
+    let deleted = store::nodes::delete(&service.pool, name).await?;
+    service.caches.forget_nodes();
+    Ok(deleted)
+}
+
 /// Node `name`, if registered.
 pub async fn get(service: &Service, name: &NodeName) -> Result<Option<NodeRow>> {
     Ok(store::nodes::get(&service.pool, name).await?)

@@ -51,6 +51,15 @@ pub async fn upsert(
     Ok((row.budget, row.created))
 }
 
+/// Delete `account`'s budget; whether it had one.
+pub async fn delete(executor: impl PgExecutor<'_>, account: &str) -> sqlx::Result<bool> {
+    let deleted = sqlx::query("DELETE FROM budgets WHERE account = $1")
+        .bind(account)
+        .execute(executor)
+        .await?;
+    Ok(deleted.rows_affected() > 0)
+}
+
 /// Up to `limit` budgets, by account.
 pub async fn list(executor: impl PgExecutor<'_>, limit: i64) -> sqlx::Result<Vec<BudgetRow>> {
     let query = format!("SELECT {COLUMNS} FROM budgets ORDER BY account LIMIT $1");

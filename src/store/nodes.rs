@@ -69,6 +69,33 @@ pub async fn upsert(
     Ok((row.node, row.created))
 }
 
+/// Remove node `name` and its power samples (a decommissioned node); whether
+/// it was registered. Every replica is told (the node powers change).
+pub async fn delete(pool: &sqlx::PgPool, name: &str) -> sqlx::Result<bool> {
+    let mut tx = pool.begin().await?;
+    let id: Option<i64> = sqlx::query_scalar("SELECT id FROM nodes WHERE name = $1 FOR UPDATE")
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(id) = id else {
+        return Ok(false);
+    };
+    sqlx::query("DELETE FROM node_samples WHERE node_id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    let query = format!(
+        "DELETE FROM nodes WHERE id = $1 RETURNING {notify} IS NULL",
+        notify = notify::sql(&Change::Nodes),
+    );
+    sqlx::query(sqlx::AssertSqlSafe(query))
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
 pub async fn get(executor: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<NodeRow>> {
     let query = format!("SELECT {COLUMNS} FROM nodes WHERE name = $1");
     sqlx::query_as(sqlx::AssertSqlSafe(query))

@@ -363,3 +363,58 @@ async fn the_migration_dates_stored_runs_as_ingestion_does() {
         assert_eq!(again.status, StatusCode::OK, "{:#}", again.body);
     }
 }
+
+/// Budgets are listed, and one can be removed (admin): the account's runs
+/// stay, and admission then checks no budget for it.
+#[tokio::test]
+async fn budgets_are_listed_and_removed() {
+    let app = TestApp::new().await;
+    spent(&app, "1", 1000.0, 0).await;
+    new_budget(&app, 1e6, "month").await;
+    let other = json!({"limit_j": 5e5, "period": "week"});
+    let reply = app.put("/v1/budgets/another", &app.admin, &other).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+
+    let list = app.get("/v1/budgets", &app.read).await;
+    assert_eq!(list.status, StatusCode::OK, "{:#}", list.body);
+    let accounts: Vec<&str> = list.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["account"].as_str().unwrap())
+        .collect();
+    assert_eq!(accounts, ["another", "proj"]);
+
+    let delete = |token: String| {
+        let app = app.clone();
+        async move {
+            app.call(
+                axum::http::Method::DELETE,
+                "/v1/budgets/proj",
+                Some(&token),
+                None,
+            )
+            .await
+        }
+    };
+    delete(app.read.clone())
+        .await
+        .assert_problem(StatusCode::FORBIDDEN);
+    assert_eq!(
+        delete(app.admin.clone()).await.status,
+        StatusCode::NO_CONTENT
+    );
+    delete(app.admin.clone())
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    app.get("/v1/budgets/proj", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    assert_eq!(app.run_count().await, 1, "the account's runs stay");
+    let admission = json!({"app": "work", "nodes": 2, "account": "proj"});
+    let reply = app.post("/v1/admission", &app.schedule, &admission).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["energy"]["budget"], false, "{:#}", reply.body);
+    let list = app.get("/v1/budgets", &app.read).await;
+    assert_eq!(list.body["items"].as_array().unwrap().len(), 1);
+}

@@ -705,3 +705,56 @@ async fn bounds_for_many_workloads_do_not_crowd_out_plain_predictions() {
         assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     }
 }
+
+/// A decommissioned node is removed with its samples (admin): it leaves the
+/// classification (cn29, the 322 W outlier, no longer sets P_max), the
+/// registry and the idle draw, and its name is unknown to samples again.
+#[tokio::test]
+async fn a_removed_node_leaves_classification_registry_and_idle_draw() {
+    let app = TestApp::new().await;
+    with_classified_nodes(&app).await;
+    let idle = |app: TestApp| async move {
+        let reply = app.get("/v1/power/headroom", &app.read).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        reply.body["idle"]["nodes"].as_u64().unwrap()
+    };
+    assert_eq!(idle(app.clone()).await, 30);
+    let classification = "/v1/nodes/classification?workload=stress";
+    assert_eq!(
+        app.get(classification, &app.read).await.body["p_max_w"],
+        322.0
+    );
+
+    let delete = |token: String| {
+        let app = app.clone();
+        async move {
+            app.call(
+                axum::http::Method::DELETE,
+                "/v1/nodes/cn29",
+                Some(&token),
+                None,
+            )
+            .await
+        }
+    };
+    delete(app.read.clone())
+        .await
+        .assert_problem(StatusCode::FORBIDDEN);
+    assert_eq!(
+        delete(app.admin.clone()).await.status,
+        StatusCode::NO_CONTENT
+    );
+    delete(app.admin.clone())
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+
+    app.get("/v1/nodes/cn29", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    let c = app.get(classification, &app.read).await.body;
+    assert_eq!(c["nodes"].as_array().unwrap().len(), 29, "{c:#}");
+    assert_eq!(c["p_max_w"], 232.0, "{c:#}");
+    assert_eq!(idle(app.clone()).await, 29);
+    let again = post_samples(&app, vec![sample("cn29", 320.0, 5)]).await;
+    assert_eq!(again["items"][0]["status"], "rejected", "{again:#}");
+}

@@ -147,6 +147,36 @@ pub async fn put_node(
     Ok((status, axum::Json(row.into())))
 }
 
+/// Remove a node (decommissioned) and its power samples: it no longer
+/// counts in classifications, bounds or idle draw. Runs and jobs that named
+/// it keep its name, which then counts as a node without samples.
+#[utoipa::path(delete, path = "/v1/nodes/{node}", tag = "nodes",
+    params(("node" = String, Path, description = "Node (host) name",
+             min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$")),
+    security(("bearer" = ["admin"])),
+    responses(
+        (status = 204, description = "Removed"),
+        (status = 400, description = "Bad node name", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsAdmin),
+        (status = 404, description = "Unknown node", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
+    ))]
+pub async fn delete_node(
+    _: Authorized<auth::Admin>,
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    let name = check_node_name(&name)?;
+    if nodes::delete(&state, &name).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!(
+            "no node `{name}` in the registry"
+        )))
+    }
+}
+
 /// One registered node.
 #[utoipa::path(get, path = "/v1/nodes/{node}", tag = "nodes",
     params(("node" = String, Path, description = "Node (host) name",
