@@ -24,11 +24,13 @@ const Z95: f64 = 1.96;
 /// Past it an interval says nothing more (and the answer is flagged).
 pub(super) const MAX_SPREAD: f64 = 100.0;
 
-/// The steepest a prediction may change beyond the measured range, as a
+/// The steepest time and power may change beyond the measured range, as a
 /// slope in the logs from the range's end: n² rising, 1/n² falling. Time
 /// falls at most as 1/n under strong scaling (a little faster with cache
-/// effects), power rises about as n, energy between flat and n² (docs/model.md
-/// §4); twice those slopes is no scaling seen on any real history.
+/// effects), power rises about as n (docs/model.md §4); twice those slopes
+/// is no scaling seen on any real history. Energy, their product, may
+/// change as fast as both together: n⁴ (a collective's latency on the
+/// ARCHER2 data grows faster than n, and its energy faster than n²).
 const MAX_SLOPE: f64 = 2.0;
 /// Relative uncertainty assumed when too few node counts were measured to
 /// estimate it.
@@ -428,8 +430,9 @@ pub enum Flag {
     /// by other replicas since are not reflected.
     DatabaseUnavailable,
     /// The model's curve went further than a prediction may: beyond the
-    /// measured range faster than n² or 1/n² from the range's end, or past
-    /// what one run could measure. The value is held at that bound.
+    /// measured range faster than n² or 1/n² from the range's end (energy
+    /// n⁴ or 1/n⁴), or past what one run could measure. The value is held
+    /// at that bound.
     Bounded,
 }
 
@@ -633,7 +636,8 @@ impl Model {
 
     /// `curve`'s value at `n`, and whether it had to be bounded: beyond the
     /// measured range, to change from the curve's value at the range's
-    /// nearest end no faster than `MAX_SLOPE` (n² or 1/n²) and, everywhere,
+    /// nearest end no faster than `MAX_SLOPE` (n² or 1/n²; energy n⁴ or
+    /// 1/n⁴) and, everywhere,
     /// to what one run could measure (`ceiling`). A curve fitted through
     /// two counts a node apart (1000 and 1001 nodes, 100 and 102 s) is a
     /// power law of exponent 20, and one through values twice apart of
@@ -650,7 +654,11 @@ impl Model {
                 .filter(|v| v.is_finite() && *v > 0.0)
                 .or_else(|| self.history.at(end as u32).map(|p| p.mean))
                 .unwrap_or(f64::MIN_POSITIVE);
-            let reach = (n / end).ln().abs() * MAX_SLOPE;
+            let slope = match self.options.metric {
+                Metric::Ets => 2.0 * MAX_SLOPE,
+                Metric::Apc | Metric::Tts => MAX_SLOPE,
+            };
+            let reach = (n / end).ln().abs() * slope;
             range.0 = range.0.max(at_end * (-reach).exp());
             range.1 = range.1.min(at_end * reach.exp()).max(range.0);
             if value.is_nan() {
