@@ -406,6 +406,9 @@ pub struct Model {
     pub effective_allowed_pct: f64,
     /// Relative standard error of a prediction, by regime.
     pub sigma: [f64; 2],
+    /// The most one run could measure (`run_limit`): a node for APC and
+    /// EtS, in all for TtS. Found once here, not at every prediction.
+    run_limit: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -543,8 +546,30 @@ pub fn fit_history(history: History, options: FitOptions) -> Option<Model> {
         selection,
         effective_allowed_pct: allowed,
         sigma,
+        run_limit: run_limit(options.metric, &history),
         history,
     })
+}
+
+/// The most one run could measure of `metric`: what ingestion accepts (100
+/// kW a node, ten years; energy, their product a node), or the most
+/// `history` measured (a node, for power and energy) where it came from
+/// elsewhere (the accuracy suite's files). A node for APC and EtS, in all
+/// for TtS.
+fn run_limit(metric: Metric, history: &History) -> f64 {
+    let per_node = metric != Metric::Tts;
+    let measured = history.points.iter().fold(0.0, |most: f64, p| {
+        let nodes = if per_node { f64::from(p.nodes) } else { 1.0 };
+        most.max(p.max / nodes)
+    });
+    let power = crate::domain::MAX_POWER_PER_NODE_W;
+    let time = crate::domain::MAX_DURATION_S;
+    let accepted = match metric {
+        Metric::Apc => power,
+        Metric::Tts => time,
+        Metric::Ets => power * time,
+    };
+    accepted.max(measured)
 }
 
 impl Model {
@@ -673,24 +698,12 @@ impl Model {
         (clamped, clamped != value)
     }
 
-    /// The most one run could measure at `n` nodes: what ingestion accepts
-    /// (100 kW a node, ten years; energy, their product a node), or the most
-    /// this history measured (a node, for power and energy) where it came
-    /// from elsewhere (the accuracy suite's files), and no more than the
-    /// largest float an interval can be built around.
+    /// The most one run could measure at `n` nodes (`run_limit`), and no
+    /// more than the largest float an interval can be built around.
     fn ceiling(&self, n: f64) -> f64 {
-        let most = |per_node: bool| {
-            self.history.points.iter().fold(0.0, |most: f64, p| {
-                let nodes = if per_node { f64::from(p.nodes) } else { 1.0 };
-                most.max(p.max / nodes)
-            })
-        };
-        let power = crate::domain::MAX_POWER_PER_NODE_W;
-        let time = crate::domain::MAX_DURATION_S;
         let ceiling = match self.options.metric {
-            Metric::Apc => power.max(most(true)) * n,
-            Metric::Tts => time.max(most(false)),
-            Metric::Ets => (power * time).max(most(true)) * n,
+            Metric::Tts => self.run_limit,
+            Metric::Apc | Metric::Ets => self.run_limit * n,
         };
         ceiling.min(f64::MAX / MAX_SPREAD)
     }
