@@ -385,28 +385,7 @@ async fn budgets_are_listed_and_removed() {
         .collect();
     assert_eq!(accounts, ["another", "proj"]);
 
-    let delete = |token: String| {
-        let app = app.clone();
-        async move {
-            app.call(
-                axum::http::Method::DELETE,
-                "/v1/budgets/proj",
-                Some(&token),
-                None,
-            )
-            .await
-        }
-    };
-    delete(app.read.clone())
-        .await
-        .assert_problem(StatusCode::FORBIDDEN);
-    assert_eq!(
-        delete(app.admin.clone()).await.status,
-        StatusCode::NO_CONTENT
-    );
-    delete(app.admin.clone())
-        .await
-        .assert_problem(StatusCode::NOT_FOUND);
+    app.assert_only_admin_removes("/v1/budgets/proj").await;
     app.get("/v1/budgets/proj", &app.read)
         .await
         .assert_problem(StatusCode::NOT_FOUND);

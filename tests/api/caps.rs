@@ -65,15 +65,7 @@ async fn the_cap_in_force_is_the_tightest_active_one_of_its_scope() {
     );
     let reply = app.get("/v1/power-caps/site", &app.read).await;
     assert_eq!(reply.body["limit_w"], 1.0e6);
-    let reply = app
-        .call(
-            axum::http::Method::DELETE,
-            "/v1/power-caps/site",
-            Some(&app.admin),
-            None,
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::NO_CONTENT);
+    app.assert_only_admin_removes("/v1/power-caps/site").await;
     app.get("/v1/power-caps/site", &app.read)
         .await
         .assert_problem(StatusCode::NOT_FOUND);
@@ -103,15 +95,9 @@ async fn bad_caps_are_refused_naming_the_field() {
     app.put("/v1/power-caps/x", &app.schedule, &json!({"limit_w": 1000}))
         .await
         .assert_problem(StatusCode::FORBIDDEN);
-    let reply = app
-        .call(
-            axum::http::Method::DELETE,
-            "/v1/power-caps/none",
-            Some(&app.admin),
-            None,
-        )
-        .await;
-    reply.assert_problem(StatusCode::NOT_FOUND);
+    app.delete("/v1/power-caps/none", &app.admin)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM power_caps")
         .fetch_one(&app.pool)
         .await

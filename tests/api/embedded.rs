@@ -88,6 +88,11 @@ impl Service {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
+        Service::ready(child, port)
+    }
+
+    /// The service `child` started on `port`, once it answers `/readyz`.
+    fn ready(child: Child, port: u16) -> Service {
         let mut service = Service { child, port };
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
@@ -329,11 +334,7 @@ fn logs_to_a_file_are_plain_and_leave_probes_out_at_info() {
         .stderr(std::fs::File::create(&log_path).unwrap())
         .spawn()
         .unwrap();
-    let service = Service { child, port };
-    wait_until("the service is ready", || {
-        TcpStream::connect(("127.0.0.1", port)).is_ok()
-            && http(port, "GET", "/readyz", None, None).0 == 200
-    });
+    let service = Service::ready(child, port);
     for path in ["/healthz", "/metrics"] {
         http(port, "GET", path, None, None);
     }
@@ -543,11 +544,7 @@ async fn with_database_url_the_service_uses_that_server() {
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .spawn()
         .unwrap();
-    let service = Service { child, port };
-    wait_until("the service is ready", || {
-        TcpStream::connect(("127.0.0.1", port)).is_ok()
-            && http(port, "GET", "/readyz", None, None).0 == 200
-    });
+    let service = Service::ready(child, port);
     store_sample_run(port, &token, "1");
     assert!(service.stop().success());
     assert!(!layout.pg_dir.exists(), "no embedded cluster was created");

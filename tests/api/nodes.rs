@@ -505,19 +505,27 @@ async fn best_node_models_are_refitted_only_when_node_powers_change() {
     assert_eq!(models.counters(), (fitted.0 + 1, fitted.1));
 }
 
+/// A service on `pool` with the bounded application, asked for its bounds
+/// once: its models (every run read, once) and the best-node APC answered.
+async fn bounded_and_asked(
+    pool: &sqlx::PgPool,
+) -> (std::sync::Arc<joulecast::predict::Models>, TestApp, f64) {
+    let (state, app) = service_on(pool).await;
+    with_bounded_app(&app).await;
+    let first = modelled_best_w(&app.get(BOUNDS_ASK, &app.read).await);
+    assert_eq!(state.models.best_node_runs_read(), 3, "every run, once");
+    (state.models.clone(), app, first)
+}
+
 /// After a new run, with the node powers unchanged, the best-node model is
 /// refitted from the statistics kept plus that one run, not from every run
 /// read again, and it is the model a fresh read of all the runs gives.
 #[tokio::test]
 async fn a_new_run_is_folded_into_the_best_node_history_without_reading_the_others() {
     let pool = crate::support::fresh_pool().await;
-    let (state, app) = service_on(&pool).await;
-    let models = state.models.clone();
-    with_bounded_app(&app).await;
+    let (models, app, first) = bounded_and_asked(&pool).await;
     let best_w = |reply: crate::support::Reply| modelled_best_w(&reply);
     let ask = BOUNDS_ASK;
-    let first = best_w(app.get(ask, &app.read).await);
-    assert_eq!(models.best_node_runs_read(), 3, "every run, once");
 
     one_more_run(&app).await;
     let second = best_w(app.get(ask, &app.read).await);
@@ -537,13 +545,9 @@ async fn a_new_run_is_folded_into_the_best_node_history_without_reading_the_othe
 #[tokio::test]
 async fn new_node_powers_normalise_the_kept_runs_without_reading_them() {
     let pool = crate::support::fresh_pool().await;
-    let (state, app) = service_on(&pool).await;
-    let models = state.models.clone();
-    with_bounded_app(&app).await;
+    let (models, app, first) = bounded_and_asked(&pool).await;
     let best_w = |reply: crate::support::Reply| modelled_best_w(&reply);
     let ask = BOUNDS_ASK;
-    let first = best_w(app.get(ask, &app.read).await);
-    assert_eq!(models.best_node_runs_read(), 3, "every run, once");
 
     // n3 measured again, much higher: its mean moves, so do the bounds.
     post_samples(&app, vec![sample("n3", 236.0, 1)]).await;
@@ -725,29 +729,7 @@ async fn a_removed_node_leaves_classification_registry_and_idle_draw() {
         322.0
     );
 
-    let delete = |token: String| {
-        let app = app.clone();
-        async move {
-            app.call(
-                axum::http::Method::DELETE,
-                "/v1/nodes/cn29",
-                Some(&token),
-                None,
-            )
-            .await
-        }
-    };
-    delete(app.read.clone())
-        .await
-        .assert_problem(StatusCode::FORBIDDEN);
-    assert_eq!(
-        delete(app.admin.clone()).await.status,
-        StatusCode::NO_CONTENT
-    );
-    delete(app.admin.clone())
-        .await
-        .assert_problem(StatusCode::NOT_FOUND);
-
+    app.assert_only_admin_removes("/v1/nodes/cn29").await;
     app.get("/v1/nodes/cn29", &app.read)
         .await
         .assert_problem(StatusCode::NOT_FOUND);

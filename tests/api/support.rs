@@ -303,6 +303,24 @@ impl TestApp {
         self.call(Method::POST, path, Some(token), Some(body)).await
     }
 
+    pub async fn delete(&self, path: &str, token: &str) -> Reply {
+        self.call(Method::DELETE, path, Some(token), None).await
+    }
+
+    /// `DELETE path` removes what it names for an admin only: a read token
+    /// is refused (403), an admin's removes it (204), and again it is gone
+    /// (404).
+    pub async fn assert_only_admin_removes(&self, path: &str) {
+        self.delete(path, &self.read)
+            .await
+            .assert_problem(StatusCode::FORBIDDEN);
+        let removed = self.delete(path, &self.admin).await;
+        assert_eq!(removed.status, StatusCode::NO_CONTENT, "{:#}", removed.body);
+        self.delete(path, &self.admin)
+            .await
+            .assert_problem(StatusCode::NOT_FOUND);
+    }
+
     pub async fn put(&self, path: &str, token: &str, body: &Value) -> Reply {
         self.call(Method::PUT, path, Some(token), Some(body)).await
     }

@@ -12,6 +12,23 @@ use crate::support::{TestApp, run};
 
 const START: &str = "2026-01-01T00:00:00Z";
 
+/// A power cap and a custom budget from `starts_at` to `ends_at` are both
+/// refused, naming `ends_at`.
+async fn windows_are_refused(app: &TestApp, starts_at: &str, ends_at: &str) {
+    let window = json!({"starts_at": starts_at, "ends_at": ends_at});
+    let mut cap = window.clone();
+    cap["limit_w"] = json!(1e6);
+    app.put("/v1/power-caps/c", &app.admin, &cap)
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "ends_at");
+    let mut budget = window;
+    budget["limit_j"] = json!(1e6);
+    budget["period"] = json!("custom");
+    app.put("/v1/budgets/acct", &app.admin, &budget)
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "ends_at");
+}
+
 #[tokio::test]
 async fn an_end_within_the_microsecond_of_its_start_is_refused_naming_the_field() {
     let app = TestApp::new().await;
@@ -49,19 +66,12 @@ async fn an_end_within_the_microsecond_of_its_start_is_refused_naming_the_field(
     assert_eq!(app.run_count().await, 1);
 
     // Windows of caps and budgets shorter than a microsecond.
-    let window = json!({"starts_at": "2026-01-01T00:00:00.0000001Z",
-                        "ends_at": "2026-01-01T00:00:00.0000004Z"});
-    let mut cap = window.clone();
-    cap["limit_w"] = json!(1e6);
-    app.put("/v1/power-caps/c", &app.admin, &cap)
-        .await
-        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "ends_at");
-    let mut budget = window;
-    budget["limit_j"] = json!(1e6);
-    budget["period"] = json!("custom");
-    app.put("/v1/budgets/acct", &app.admin, &budget)
-        .await
-        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "ends_at");
+    windows_are_refused(
+        &app,
+        "2026-01-01T00:00:00.0000001Z",
+        "2026-01-01T00:00:00.0000004Z",
+    )
+    .await;
 
     // A job's end dated by its start and a duration under a microsecond:
     // `duration_s` is named, not an `ended_at` that was not sent.
@@ -95,18 +105,7 @@ async fn a_leap_second_is_the_start_of_the_next_second() {
     assert_eq!(again.status, StatusCode::OK, "{:#}", again.body);
 
     // A window from a leap second to the next second's start is empty.
-    let window = json!({"starts_at": "2016-12-31T23:59:60Z", "ends_at": "2017-01-01T00:00:00Z"});
-    let mut cap = window.clone();
-    cap["limit_w"] = json!(1e6);
-    app.put("/v1/power-caps/c", &app.admin, &cap)
-        .await
-        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "ends_at");
-    let mut budget = window;
-    budget["limit_j"] = json!(1e6);
-    budget["period"] = json!("custom");
-    app.put("/v1/budgets/acct", &app.admin, &budget)
-        .await
-        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "ends_at");
+    windows_are_refused(&app, "2016-12-31T23:59:60Z", "2017-01-01T00:00:00Z").await;
 
     // An accounting line that starts on a leap second is imported.
     let text = "JobID|JobName|NNodes|State|Start|End|ElapsedRaw|ConsumedEnergyRaw\n\
