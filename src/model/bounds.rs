@@ -30,35 +30,87 @@ pub struct Bounds {
     pub worst: f64,
 }
 
-/// The power of one of a job's nodes: known from its samples, or not.
-fn excess_over_best(power: Option<f64>, scale: &Scale) -> f64 {
-    power.unwrap_or(scale.mean) - scale.p_min
+/// A sum of nodes' power above the best node's, kept exactly, in units of
+/// 2⁻⁴⁰ W (about 1e-12 W): the same whatever the order or grouping in which
+/// nodes are added. A run's nodes may thus be summed one by one as read, or
+/// by blocks of consecutive nodes from prefix sums, and give the same bits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Excess(i128);
+
+/// Units of `Excess` in a watt.
+const UNITS_PER_W: f64 = (1u64 << 40) as f64;
+
+impl Excess {
+    /// The excess of one node: its power, known from its samples or not
+    /// (`None`: counted at the mean), above the best node's.
+    pub fn of(power: Option<f64>, scale: &Scale) -> Excess {
+        // A node draws at most 100 kW (a NaN counts as nothing): held within
+        // 1e9 W, no sum of up to 10¹⁷ nodes leaves i128's range.
+        let watts = (power.unwrap_or(scale.mean) - scale.p_min).clamp(-1e9, 1e9);
+        Excess((watts * UNITS_PER_W).round() as i128)
+    }
+
+    /// The excess of a node set.
+    pub fn of_nodes(node_powers: &[Option<f64>], scale: &Scale) -> Excess {
+        node_powers.iter().map(|p| Excess::of(*p, scale)).sum()
+    }
+
+    pub fn watts(self) -> f64 {
+        // As high · 2⁶⁴ + low: inline, where `as f64` on an i128 is a library
+        // call on every run of a pass. Any fixed rounding serves, as every
+        // path converts here.
+        let magnitude = self.0.unsigned_abs();
+        let units = (magnitude >> 64) as u64 as f64 * 18_446_744_073_709_551_616.0
+            + magnitude as u64 as f64;
+        let units = if self.0 < 0 { -units } else { units };
+        units / UNITS_PER_W
+    }
+}
+
+impl std::ops::Add for Excess {
+    type Output = Excess;
+    fn add(self, other: Excess) -> Excess {
+        Excess(self.0 + other.0)
+    }
+}
+
+impl std::ops::Sub for Excess {
+    type Output = Excess;
+    fn sub(self, other: Excess) -> Excess {
+        Excess(self.0 - other.0)
+    }
+}
+
+impl std::iter::Sum for Excess {
+    fn sum<I: Iterator<Item = Excess>>(iter: I) -> Excess {
+        iter.fold(Excess::default(), |a, b| a + b)
+    }
 }
 
 /// Design.md §3's APC_min and APC_max of a job that drew `apc` W on nodes
 /// with the given powers (`None`: unknown, counted at the mean).
 pub fn job_bounds(apc: f64, node_powers: &[Option<f64>], scale: &Scale) -> Bounds {
-    let best = apc
-        - node_powers
-            .iter()
-            .map(|p| excess_over_best(*p, scale))
-            .sum::<f64>();
-    let worst = apc
-        + node_powers
-            .iter()
-            .map(|p| scale.p_max - p.unwrap_or(scale.mean))
-            .sum::<f64>();
-    Bounds { best, worst }
+    let excess = Excess::of_nodes(node_powers, scale);
+    let spread = node_powers.len() as f64 * (scale.p_max - scale.p_min);
+    Bounds {
+        best: apc - excess.watts(),
+        worst: apc + (spread - excess.watts()),
+    }
 }
 
 /// A run's APC as if every node were the best one. A run without a node list
 /// (`node_powers` empty while `nodes` > 0) is taken to have run on `nodes`
 /// expected nodes.
 pub fn normalise(apc: f64, nodes: u32, node_powers: &[Option<f64>], scale: &Scale) -> f64 {
-    if node_powers.is_empty() {
-        apc - f64::from(nodes) * (scale.mean - scale.p_min)
-    } else {
-        job_bounds(apc, node_powers, scale).best
+    let excess = (!node_powers.is_empty()).then(|| Excess::of_nodes(node_powers, scale));
+    normalise_excess(apc, nodes, excess, scale)
+}
+
+/// `normalise` given the excess of the run's nodes (`None`: no node list).
+pub fn normalise_excess(apc: f64, nodes: u32, excess: Option<Excess>, scale: &Scale) -> f64 {
+    match excess {
+        Some(excess) => apc - excess.watts(),
+        None => apc - f64::from(nodes) * (scale.mean - scale.p_min),
     }
 }
 
@@ -70,10 +122,7 @@ pub fn worst_of(best: f64, nodes: u32, scale: &Scale) -> f64 {
 /// From the best-allocation APC of n nodes: the APC on the node set whose
 /// powers are given (`None`: unknown, counted at the mean).
 pub fn on_nodes(best: f64, node_powers: &[Option<f64>], scale: &Scale) -> f64 {
-    best + node_powers
-        .iter()
-        .map(|p| excess_over_best(*p, scale))
-        .sum::<f64>()
+    best + Excess::of_nodes(node_powers, scale).watts()
 }
 
 #[cfg(test)]
@@ -111,6 +160,39 @@ mod tests {
         assert!((on_nodes(best, &nodes, &SCALE) - 2000.0).abs() < 1e-9);
         // Without a node list: n expected nodes, 4 × (200 − 180) = 80 W above the best.
         assert_eq!(normalise(2000.0, 4, &[], &SCALE), 1920.0);
+    }
+
+    /// A node set's excess is exact: any order or grouping gives the same
+    /// bits, within a rounding of the f64 sum.
+    #[test]
+    fn an_excess_is_the_same_in_any_order() {
+        let powers: Vec<Option<f64>> = (0..1000)
+            .map(|k| (k % 9 != 0).then(|| 180.0 + k as f64 / 3.0 + 0.1 * (k % 7) as f64))
+            .collect();
+        let forward = Excess::of_nodes(&powers, &SCALE);
+        let mut reversed = powers.clone();
+        reversed.reverse();
+        assert_eq!(Excess::of_nodes(&reversed, &SCALE), forward);
+        // By prefix sums over blocks of 7.
+        let mut below = vec![Excess::default()];
+        for p in &powers {
+            below.push(*below.last().unwrap() + Excess::of(*p, &SCALE));
+        }
+        let blocks: Excess = (0..powers.len())
+            .step_by(7)
+            .map(|i| below[(i + 7).min(powers.len())] - below[i])
+            .sum();
+        assert_eq!(blocks, forward);
+        let float: f64 = powers
+            .iter()
+            .map(|p| p.unwrap_or(SCALE.mean) - SCALE.p_min)
+            .sum();
+        assert!(
+            (forward.watts() - float).abs() < 1e-9 * float,
+            "{forward:?} {float}"
+        );
+        // A NaN power counts as nothing rather than poisoning the sum.
+        assert_eq!(Excess::of(Some(f64::NAN), &SCALE), Excess::default());
     }
 
     #[test]

@@ -146,11 +146,8 @@ impl History {
     /// Group runs by node count; observations that are not usable
     /// (`Observation::is_usable`) are ignored.
     pub fn new(observations: &[Observation]) -> History {
-        let mut valid: Vec<NodeStats> = observations
-            .iter()
-            .filter(|o| o.is_usable())
-            .map(|o| NodeStats::run(o.nodes, o.value, o.weight))
-            .collect();
+        let mut valid: Vec<NodeStats> =
+            observations.iter().filter_map(Observation::stats).collect();
         valid.sort_by_key(|s| s.nodes);
         let mut grouped: Vec<NodeStats> = Vec::new();
         for s in valid {

@@ -50,6 +50,12 @@ impl Observation {
     pub fn is_usable(&self) -> bool {
         self.value.is_finite() && self.value > 0.0 && self.weight > 0.0 && self.nodes > 0
     }
+
+    /// Its statistics as one run of its node count, if usable.
+    pub fn stats(&self) -> Option<NodeStats> {
+        self.is_usable()
+            .then(|| NodeStats::run(self.nodes, self.value, self.weight))
+    }
 }
 
 /// Runs of full quality at (node count, value) pairs, for tests.
