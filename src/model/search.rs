@@ -687,8 +687,18 @@ impl<'a> Columns<'a> {
             })
             .collect();
         model_terms.sort_by_key(|t| t.shape);
+        // A constant that moves no value by a trillionth is the fit's
+        // rounding where the data have none: kept, it would be the leading
+        // term of every falling model ("-1e-19 + p^-2" read as O(1)).
+        let smallest = self.y.iter().fold(f64::INFINITY, |a, v| a.min(v.abs()));
+        let constant = solved.beta[0];
+        let constant = if constant.abs() <= 1e-12 * smallest {
+            0.0
+        } else {
+            constant
+        };
         Some(Model {
-            constant: solved.beta[0],
+            constant,
             terms: model_terms,
         })
     }
@@ -850,6 +860,46 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Exact data without a constant: the constant the fit leaves is
+    /// rounding, and is read as none, so the big-O is the term's (a probe
+    /// got "-3.85e-34 + p^-2" reported as O(1)).
+    #[test]
+    fn a_constant_of_rounding_is_none() {
+        for (exponent, c1) in [
+            ("-2", 1.0),
+            ("-1", 7.5),
+            ("-1/2", 0.3),
+            ("1", 2.0),
+            ("2", 1e-3),
+        ] {
+            let shape = Shape::new(e(exponent), 0);
+            for p in [
+                &P[..],
+                &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0][..],
+            ] {
+                let found = search(&exact(|p| c1 * shape.at(p), p), &Settings::default()).unwrap();
+                let formula = found.model.formula();
+                assert_eq!(shapes(&found), vec![shape], "{formula}");
+                assert_eq!(found.model.constant, 0.0, "{formula}");
+                assert_eq!(found.model.leading(), shape, "{formula}");
+            }
+        }
+        // A constant that is really there stays, however small beside the
+        // term where p is large.
+        let shape = Shape::new(e("-1"), 0);
+        let found = search(
+            &exact(|p| 1e-6 + 1e3 * shape.at(p), &P),
+            &Settings::default(),
+        )
+        .unwrap();
+        assert!(
+            close(found.model.constant, 1e-6, 1e-3),
+            "{}",
+            found.model.formula()
+        );
+        assert_eq!(found.model.leading(), Shape::ONE);
     }
 
     #[test]
