@@ -160,6 +160,18 @@ pub async fn insert_samples(
 ) -> sqlx::Result<Vec<SampleOutcome>> {
     let mut tx = pool.begin().await?;
     let names: Vec<&str> = samples.iter().map(|s| s.node.as_str()).collect();
+    // The batch's nodes, held against removal until it commits (a removal
+    // takes a node's row FOR UPDATE): a node removed meanwhile is unknown
+    // here, rather than failing the insert's reference to it (409 for the
+    // whole batch) or taking away a stored sample compared below (500).
+    let (known_names, known_ids): (Vec<String>, Vec<i64>) = sqlx::query_as::<_, (String, i64)>(
+        "SELECT name, id FROM nodes WHERE name = ANY($1) ORDER BY id FOR KEY SHARE",
+    )
+    .bind(&names)
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .unzip();
     let workloads: Vec<&str> = samples.iter().map(|s| s.workload.as_str()).collect();
     let powers: Vec<f64> = samples.iter().map(|s| s.avg_power_w).collect();
     let times: Vec<DateTime<Utc>> = samples.iter().map(|s| s.measured_at).collect();
@@ -177,7 +189,7 @@ pub async fn insert_samples(
              SELECT i.item, n.id AS node_id, i.workload, i.power, i.measured_at
              FROM unnest($1::text[], $2::text[], $3::float8[], $4::timestamptz[])
                   WITH ORDINALITY AS i(name, workload, power, measured_at, item)
-             LEFT JOIN nodes n ON n.name = i.name
+             LEFT JOIN unnest($5::text[], $6::int8[]) AS n(name, id) ON n.name = i.name
          ),
          firsts AS (
              SELECT DISTINCT ON (node_id, workload, measured_at) *
@@ -199,6 +211,8 @@ pub async fn insert_samples(
     .bind(&workloads)
     .bind(&powers)
     .bind(&times)
+    .bind(&known_names)
+    .bind(&known_ids)
     .fetch_all(&mut *tx)
     .await?;
     let mut outcomes = vec![SampleOutcome::UnknownNode; samples.len()];

@@ -740,3 +740,80 @@ async fn a_removed_node_leaves_classification_registry_and_idle_draw() {
     let again = post_samples(&app, vec![sample("cn29", 320.0, 5)]).await;
     assert_eq!(again["items"][0]["status"], "rejected", "{again:#}");
 }
+
+/// A node removed while a batch of its samples is being stored: the batch
+/// waits for the removal, then answers item by item, that node's samples
+/// rejected and the others stored. Before, the batch's insert failed its
+/// reference to the removed node (409 for the whole batch, the other node's
+/// sample lost) or found a stored sample gone from under it (500).
+#[tokio::test]
+async fn a_node_removed_while_its_samples_are_stored_rejects_only_them() {
+    let app = TestApp::new().await;
+    register(&app, "cn01", "batch", None).await;
+    register(&app, "cn02", "batch", None).await;
+    let stored = sample("cn01", 200.0, 5);
+    post_samples(&app, vec![stored.clone()]).await;
+
+    // The removal, as `DELETE /v1/nodes/cn01` makes it, held open.
+    let mut removal = app.pool.begin().await.unwrap();
+    let id: i64 = sqlx::query_scalar("SELECT id FROM nodes WHERE name = 'cn01' FOR UPDATE")
+        .fetch_one(&mut *removal)
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM node_samples WHERE node_id = $1")
+        .bind(id)
+        .execute(&mut *removal)
+        .await
+        .unwrap();
+    let batch = {
+        let app = app.clone();
+        let samples = vec![stored, sample("cn01", 210.0, 4), sample("cn02", 190.0, 5)];
+        tokio::spawn(async move {
+            app.post(
+                "/v1/nodes/samples",
+                &app.ingest,
+                &json!({ "samples": samples }),
+            )
+            .await
+        })
+    };
+    // Until the batch waits for a lock the removal holds.
+    let waiting = || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM pg_locks WHERE NOT granted")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap()
+    };
+    let start = std::time::Instant::now();
+    while waiting().await == 0 {
+        assert!(start.elapsed().as_secs() < 30, "the batch never waited");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    sqlx::query("DELETE FROM nodes WHERE id = $1")
+        .bind(id)
+        .execute(&mut *removal)
+        .await
+        .unwrap();
+    removal.commit().await.unwrap();
+
+    let reply = batch.await.unwrap();
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let items = reply.body["items"].as_array().unwrap();
+    let statuses: Vec<&str> = items
+        .iter()
+        .map(|i| i["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["rejected", "rejected", "created"],
+        "{:#}",
+        reply.body
+    );
+    let stored: Vec<(String, f64)> = sqlx::query_as(
+        "SELECT n.name, s.avg_power_w FROM node_samples s JOIN nodes n ON n.id = s.node_id",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, [("cn02".to_owned(), 190.0)]);
+}
