@@ -155,6 +155,12 @@ impl<K: Eq + Hash, V: Clone> TtlMap<K, V> {
         self.generation.fetch_add(1, Ordering::SeqCst);
         entries.clear();
     }
+
+    fn retain(&self, keep: impl FnMut(&K, &mut (V, Instant)) -> bool) {
+        let mut entries = self.lock();
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        entries.retain(keep);
+    }
 }
 
 pub struct Caches {
@@ -299,6 +305,12 @@ impl Caches {
         self.tokens.put(hash, token, read_at);
     }
 
+    /// Forget token `id` alone: the others stay, as they were verified, for
+    /// an outage.
+    pub fn forget_token(&self, id: i64) {
+        self.tokens.retain(|_, (token, _)| token.id != id);
+    }
+
     pub fn forget_tokens(&self) {
         self.tokens.clear();
         self.bad_tokens.clear();
@@ -383,6 +395,11 @@ impl Caches {
 
     pub fn load(&self) -> Option<Arc<Load>> {
         counted(Lookup::Load, self.load.fresh(&()))
+    }
+
+    /// The load as last read, however long ago: outages only.
+    pub fn stale_load(&self) -> Option<Arc<Load>> {
+        self.load.stale(&())
     }
 
     /// Cache the load read at generation `read_at`.

@@ -117,19 +117,43 @@ pub async fn headroom(
 }
 
 /// The running jobs and node idle powers: from memory while they have not
-/// changed (see `cache`).
+/// changed (see `cache`). During an outage, an error: admission must not
+/// decide from a stale view of the running jobs (docs/operations.md).
 pub async fn current_load(service: &Service) -> Result<Arc<Load>> {
+    read_load(service, false).await
+}
+
+/// The load for its node registry alone (a prediction's node list): during
+/// an outage, as last read, like the node powers the prediction uses.
+pub async fn registry(service: &Service) -> Result<Arc<Load>> {
+    read_load(service, true).await
+}
+
+async fn read_load(service: &Service, stale_in_outage: bool) -> Result<Arc<Load>> {
     if let Some(load) = service.caches.load() {
+        return Ok(load);
+    }
+    let stale = || {
+        stale_in_outage
+            .then(|| service.caches.stale_load())
+            .flatten()
+    };
+    if service.caches.degraded()
+        && let Some(load) = stale()
+    {
         return Ok(load);
     }
     let read_at = service.caches.generation();
     // Boxed: the cached path's future need not hold the read's.
-    let load = Box::pin(async {
+    let read = Box::pin(async {
         let mut conn = service.pool.acquire().await?;
         store::power::load(&mut conn, service.settings.expiry).await
     })
-    .await
-    .map(Arc::new)?;
+    .await;
+    let load = match read {
+        Ok(load) => Arc::new(load),
+        Err(e) => return service.stale_or(e, stale()),
+    };
     service.caches.put_load(load.clone(), read_at);
     Ok(load)
 }

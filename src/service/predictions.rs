@@ -422,7 +422,7 @@ pub async fn node_answers(
 ) -> Result<(Option<ApcBounds>, Option<NodeSet>)> {
     if let Some(list) = &scope.list {
         // The registry as the in-memory load has it (see `cache`).
-        let load = power::current_load(service).await?;
+        let load = power::registry(service).await?;
         let unknown: Vec<&str> = list
             .iter()
             .map(String::as_str)

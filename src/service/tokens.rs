@@ -113,7 +113,11 @@ pub async fn list(service: &Service) -> Result<Vec<TokenInfo>> {
 /// Revoke token `id` (again, harmlessly): it stops working on every replica.
 pub async fn revoke(service: &Service, id: i64) -> Result<TokenInfo> {
     let revoked = store::tokens::revoke(&service.pool, id).await;
-    service.caches.forget_tokens();
+    // Even when the write failed: it may have committed before the answer
+    // was lost. Only this token, though: forgetting every token in an
+    // outage would refuse every client the answers kept in memory. Once
+    // committed, the write's notification has every replica forget them all.
+    service.caches.forget_token(id);
     let row = revoked?.ok_or_else(|| Error::NotFound(format!("no token with id {id}")))?;
     Ok(row.into())
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use axum::http::{Method, StatusCode};
 use joulecast::embedded::{Cluster, ClusterOptions};
 use joulecast::http::{self, Settings};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::{TestApp, run};
 
@@ -78,9 +78,21 @@ async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
     for n in [1, 2, 4, 8] {
         app.ingest(&run("lin", &format!("h{n}"), n)).await;
     }
+    // Two classified nodes, for a prediction on a node list.
+    for (node, watts) in [("cn01", 180.0), ("cn02", 200.0)] {
+        let reply = app
+            .put(&format!("/v1/nodes/{node}"), &app.admin, &json!({}))
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        let sample = json!({"samples": [{"node": node, "workload": "stress",
+            "avg_power_w": watts, "measured_at": chrono::Utc::now().to_rfc3339()}]});
+        let reply = app.post("/v1/nodes/samples", &app.ingest, &sample).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    }
     let asks = [
         "/v1/apps/lin/predictions?nodes=3",
         "/v1/apps/lin/predictions?nodes=16&metric=tts",
+        "/v1/apps/lin/predictions?node_list=cn[01-02]&workload=stress",
     ];
     for ask in asks {
         let reply = app.get(ask, &app.read).await;
@@ -117,6 +129,17 @@ async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
     }
     assert!(served > 20, "{served}");
     assert!(slowest < Duration::from_millis(100), "{slowest:?}");
+
+    // A revocation that cannot be stored changes nothing: the tokens
+    // verified before the outage still answer (it used to forget them all,
+    // and every client of the replica got 503 until the database was back).
+    app.call(Method::DELETE, "/v1/tokens/999999", Some(&app.admin), None)
+        .await
+        .assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+    for ask in asks {
+        let reply = app.get(ask, &app.read).await;
+        assert_eq!(reply.status, StatusCode::OK, "{ask}: {:#}", reply.body);
+    }
 
     // The capacity answers read the same models: served too.
     for ask in [
