@@ -81,7 +81,8 @@ pub struct BatchAnswer {
     pub apc_bounds: Option<ApcBounds>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_set: Option<NodeSet>,
-    /// Why the query failed: the HTTP status it would have had alone, and the fields.
+    /// Why the query failed, as it would have alone: the same fields and
+    /// reasons (a bad value 422, as a field of a JSON body).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<Problem>,
 }
