@@ -96,8 +96,10 @@ pub struct NodeSet {
     pub apc_w: f64,
     pub ets_j: f64,
     pub tts_s: f64,
-    /// How many nodes of the set have no samples of the workload; they are
-    /// counted at the mean node power.
+    /// How many nodes of the set are outside the classification: without
+    /// samples of the workload or, with `partition`, registered in another
+    /// partition. They are counted at the mean node power, as the runs of
+    /// the history on such nodes were.
     pub unclassified_count: usize,
     /// The first 20 of them.
     pub unclassified: Vec<String>,
@@ -475,8 +477,15 @@ pub async fn node_answers(
             let node_powers = powers.of(list);
             let apc = model::bounds::on_nodes(best.value, &node_powers, scale);
 
-            let peaks: Option<Vec<f64>> =
+            let mut peaks: Option<Vec<f64>> =
                 list.iter().map(|n| powers.peak_w.get(n).copied()).collect();
+            // A peak is the registry's, whatever partition was asked.
+            if peaks.is_none()
+                && scope.partition.is_some()
+                && let Some(all) = nodes::node_powers(service, &scope.workload, None).await?
+            {
+                peaks = list.iter().map(|n| all.peak_w.get(n).copied()).collect();
+            }
             Some(NodeSet {
                 node_list: hostlist::compress(list),
                 nodes,

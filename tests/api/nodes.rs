@@ -817,3 +817,38 @@ async fn a_node_removed_while_its_samples_are_stored_rejects_only_them() {
     .unwrap();
     assert_eq!(stored, [("cn02".to_owned(), 190.0)]);
 }
+
+/// A node list naming nodes of another partition than the one asked: they
+/// count at that partition's mean, as the history's runs on them were, and
+/// are reported so; their vendor peaks are the registry's all the same
+/// (the sum used to be left out).
+#[tokio::test]
+async fn a_node_set_outside_the_asked_partition_keeps_its_peaks() {
+    let app = TestApp::new().await;
+    with_bounded_app(&app).await;
+    let mut samples = Vec::new();
+    for (name, watts) in [("g1", 400.0), ("g2", 420.0)] {
+        register(&app, name, "gpu", Some(900.0)).await;
+        samples.push(sample(name, watts, 5));
+    }
+    post_samples(&app, samples).await;
+    let reply = app
+        .get(
+            "/v1/apps/bnd/predictions?node_list=n%5B1-2%5D&workload=stress&partition=gpu&metric=apc",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let bounds = &reply.body["apc_bounds"];
+    assert_eq!(
+        (&bounds["p_min_w"], &bounds["p_max_w"]),
+        (&json!(400.0), &json!(420.0))
+    );
+    // On gpu's scale n1 and n2 are unknown, at its mean of 410 W: the run on
+    // two nodes (600 W) is 580 W on gpu's best, and the set adds 2 × 10 W.
+    assert_eq!(bounds["best_w"], 580.0, "{:#}", reply.body);
+    let set = &reply.body["node_set"];
+    assert_eq!(set["apc_w"], 600.0, "{:#}", reply.body);
+    assert_eq!(set["unclassified"], json!(["n1", "n2"]));
+    assert_eq!(set["vendor_peak_w"], 700.0, "{:#}", reply.body);
+}
