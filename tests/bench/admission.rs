@@ -107,6 +107,28 @@ async fn build_system(port: u16, token: &str) {
     }
     let body = format!(r#"{{"samples":[{}]}}"#, samples.join(","));
     call(Method::POST, "/v1/nodes/samples", &body).await;
+    // The largest batch of samples allowed (10,000: a campaign of another
+    // workload), stored and then sent again (every item a duplicate).
+    let campaign: Vec<String> = (0..10_000)
+        .map(|k| {
+            let at = Utc::now() - chrono::Duration::seconds(k / NODES as i64 + 1);
+            format!(
+                r#"{{"node":"n{:04}","workload":"campaign","avg_power_w":{},"measured_at":"{}"}}"#,
+                k as usize % NODES + 1,
+                450.0 + (k % 11) as f64,
+                at.to_rfc3339()
+            )
+        })
+        .collect();
+    let body = format!(r#"{{"samples":[{}]}}"#, campaign.join(","));
+    for what in ["stored", "sent again"] {
+        let t = std::time::Instant::now();
+        call(Method::POST, "/v1/nodes/samples", &body).await;
+        println!(
+            "A batch of 10,000 node samples, {what}: {:.0} ms.",
+            t.elapsed().as_secs_f64() * 1e3
+        );
+    }
     call(Method::PUT, "/v1/power-caps/site", r#"{"limit_w":5.0e6}"#).await;
     call(
         Method::PUT,
