@@ -928,6 +928,21 @@ mod tests {
         }
     }
 
+    /// The kept runs normalised with `powers`, and `runs` normalised as read.
+    fn kept_and_read(
+        kept: &KeptRuns,
+        runs: &[RunPower],
+        powers: &NodePowers,
+    ) -> (Vec<Observation>, Vec<Observation>) {
+        let mut from_kept = Vec::new();
+        kept.each(powers, |_, o| from_kept.push(o));
+        let read = runs
+            .iter()
+            .map(|r| best_node_observation(r, powers))
+            .collect();
+        (from_kept, read)
+    }
+
     /// Kept runs normalised with any powers give exactly what normalising the
     /// runs as read gives, node lists or not, known nodes or not.
     #[test]
@@ -961,12 +976,7 @@ mod tests {
             vec![("a".to_string(), 210.0), ("c".into(), 190.5)],
         ] {
             let powers = NodePowers::new("w", None, &rows, vec![]).unwrap();
-            let mut from_kept = Vec::new();
-            kept.each(&powers, |_, o| from_kept.push(o));
-            let read: Vec<Observation> = runs
-                .iter()
-                .map(|r| best_node_observation(r, &powers))
-                .collect();
+            let (from_kept, read) = kept_and_read(&kept, &runs, &powers);
             assert_eq!(from_kept, read);
         }
         drop(kept);
@@ -1011,12 +1021,7 @@ mod tests {
             .map(|(k, name)| (name.clone(), 180.0 + k as f64 / 3.0 + 0.1 * (k % 7) as f64))
             .collect();
         let powers = NodePowers::new("w", None, &rows, vec![]).unwrap();
-        let mut from_kept = Vec::new();
-        kept.each(&powers, |_, o| from_kept.push(o));
-        let read: Vec<Observation> = runs
-            .iter()
-            .map(|r| best_node_observation(r, &powers))
-            .collect();
+        let (from_kept, read) = kept_and_read(&kept, &runs, &powers);
         assert_eq!(from_kept.len(), read.len());
         for (k, (a, b)) in from_kept.iter().zip(&read).enumerate() {
             assert_eq!(a.value.to_bits(), b.value.to_bits(), "run {k}: {a:?} {b:?}");
