@@ -90,11 +90,11 @@ impl std::iter::Sum for Excess {
 /// Design.md §3's APC_min and APC_max of a job that drew `apc` W on nodes
 /// with the given powers (`None`: unknown, counted at the mean).
 pub fn job_bounds(apc: f64, node_powers: &[Option<f64>], scale: &Scale) -> Bounds {
-    let excess = Excess::of_nodes(node_powers, scale);
+    let excess = Excess::of_nodes(node_powers, scale).watts();
     let spread = node_powers.len() as f64 * (scale.p_max - scale.p_min);
     Bounds {
-        best: apc - excess.watts(),
-        worst: apc + (spread - excess.watts()),
+        best: apc - excess,
+        worst: apc + (spread - excess),
     }
 }
 
