@@ -15,6 +15,8 @@ use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
 const PREFIX: &str = "jc_";
+/// The length of 32 bytes in base64 without padding.
+const ENCODED_LEN: usize = 43;
 
 /// What a token may do.
 ///
@@ -93,6 +95,19 @@ pub fn generate() -> NewToken {
     NewToken { secret, hash }
 }
 
+/// Whether `secret` has the form of a generated token: the prefix and 43
+/// characters of URL-safe base64. Anything else matches no stored token, so
+/// it is refused without reading the database (nor, in an outage, waiting
+/// for it).
+pub fn well_formed(secret: &str) -> bool {
+    secret.strip_prefix(PREFIX).is_some_and(|rest| {
+        rest.len() == ENCODED_LEN
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
 pub fn hash(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
@@ -107,9 +122,31 @@ mod tests {
         let b = generate();
         assert_ne!(a.secret, b.secret);
         assert!(a.secret.starts_with(PREFIX));
-        assert_eq!(a.secret.len(), PREFIX.len() + 43);
+        assert_eq!(a.secret.len(), PREFIX.len() + ENCODED_LEN);
         assert_eq!(hash(&a.secret), a.hash);
         assert_ne!(a.hash, b.hash);
+    }
+
+    #[test]
+    fn only_the_form_of_a_generated_token_is_well_formed() {
+        for _ in 0..100 {
+            assert!(well_formed(&generate().secret));
+        }
+        let good = generate().secret;
+        for bad in [
+            "",
+            "jc_",
+            "jc_wrong",
+            &good[1..],
+            &good[..good.len() - 1],
+            &format!("{good}A"),
+            &good.replace("jc_", "JC_"),
+            &format!("jc_{}=", &good[4..]),
+            &format!("jc_{}+", &good[4..]),
+            &format!("jc_{}é", &good[5..]),
+        ] {
+            assert!(!well_formed(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -71,6 +71,10 @@ pub async fn create(
 /// (docs/operations.md). `Unauthorized` when it is invalid, expired or
 /// revoked.
 pub async fn authenticate(service: &Service, secret: &str) -> Result<Arc<CachedToken>> {
+    let invalid = || Error::Unauthorized("the token is invalid, expired or revoked");
+    if !tokens::well_formed(secret) {
+        return Err(invalid());
+    }
     let hash = tokens::hash(secret);
     let stale = || {
         service
@@ -81,7 +85,6 @@ pub async fn authenticate(service: &Service, secret: &str) -> Result<Arc<CachedT
     if let Some(token) = service.caches.token(&hash).or_else(stale) {
         return Ok(token);
     }
-    let invalid = || Error::Unauthorized("the token is invalid, expired or revoked");
     if service.caches.bad_token(&hash) {
         return Err(invalid());
     }

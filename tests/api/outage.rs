@@ -141,6 +141,16 @@ async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
         assert_eq!(reply.status, StatusCode::OK, "{ask}: {:#}", reply.body);
     }
 
+    // A token not of the generated form is refused without the database; a
+    // well-formed one never seen cannot be checked.
+    app.call(Method::GET, asks[0], Some("jc_not-a-token"), None)
+        .await
+        .assert_problem(StatusCode::UNAUTHORIZED);
+    let unknown = format!("jc_{}", "A".repeat(43));
+    app.call(Method::GET, asks[0], Some(&unknown), None)
+        .await
+        .assert_problem(StatusCode::SERVICE_UNAVAILABLE);
+
     // The capacity answers read the same models: served too.
     for ask in [
         "/v1/apps/lin/max-nodes?power_limit_w=5000",
