@@ -92,7 +92,8 @@ pub async fn serve(
 ) {
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(MAX_HEAD_BYTES);
     // At most u32::MAX, so that the drain can wait for every permit at once.
     let max = limits
         .max_connections
@@ -168,6 +169,14 @@ pub async fn serve(
         }
     }
 }
+
+/// hyper's read buffer limit while a request line and headers arrive: a
+/// head of up to this many bytes is read, one of more than twice as many is
+/// refused (431; hyper checks the limit between reads, so one in between
+/// may be read). hyper's default, about 400 KiB, let a thousand connections
+/// each sending 300 KiB of headers hold 590 MiB, and the default connection
+/// limit ten times that.
+const MAX_HEAD_BYTES: usize = 32 * 1024;
 
 /// How often, at the limit, another connection is asked to close while no
 /// place has come free.
@@ -920,6 +929,48 @@ mod tests {
             .await
             .expect("the server stopped")
             .unwrap();
+    }
+
+    /// Request headers up to `MAX_HEAD_BYTES` are read; past twice that the
+    /// request is refused (431) and the connection closed, rather than
+    /// buffered up to hyper's default of about 400 KiB.
+    #[tokio::test]
+    async fn headers_past_the_head_limit_are_refused() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let router = Router::new().route("/", get(|| async { "ok" }));
+        tokio::spawn(serve(
+            listener,
+            router,
+            std::future::pending(),
+            Limits::default(),
+        ));
+        let head = |bytes: usize| {
+            let pad = "a".repeat(1000);
+            let mut head = String::from("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
+            for i in 0..bytes / 1010 {
+                head.push_str(&format!("X-Pad-{i:03}: {pad}\r\n"));
+            }
+            head + "\r\n"
+        };
+        let within = head(super::MAX_HEAD_BYTES - 4096);
+        let past = head(2 * super::MAX_HEAD_BYTES + 4096);
+        assert!(within.len() < super::MAX_HEAD_BYTES && past.len() > 2 * super::MAX_HEAD_BYTES);
+
+        for (request, status) in [(within, "200"), (past, "431")] {
+            let mut stream = TcpStream::connect(address).await.unwrap();
+            // The server may refuse before it has read all of it.
+            let _ = stream.write_all(request.as_bytes()).await;
+            let mut answer = Vec::new();
+            let _ =
+                tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+            let answer = String::from_utf8_lossy(&answer);
+            assert!(
+                answer.starts_with(&format!("HTTP/1.1 {status}")),
+                "{} bytes of headers: {answer}",
+                request.len()
+            );
+        }
     }
 
     /// Send `request` on `stream` and read one answer (the test answers are
