@@ -42,8 +42,9 @@ async fn readiness_fails_without_migrations_and_without_a_database() {
     );
     // Served with --no-migrate before `joulecast migrate`: the API answers 503
     // like /readyz, never a 500 for the missing tables.
+    let anything = format!("jc_{}", "a".repeat(43));
     let reply = app
-        .call(Method::GET, "/v1/apps", Some("jc_anything"), None)
+        .call(Method::GET, "/v1/apps", Some(&anything), None)
         .await;
     reply.assert_problem(StatusCode::SERVICE_UNAVAILABLE);
     assert!(
