@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 use utoipa::ToSchema;
 
-use crate::ingest::{self, Outcome};
+use crate::ingest::{self, NodeListDraft, Outcome, RunDraft};
 use crate::sacct::{self, HeaderError, Options};
-use crate::validate::FieldError;
+use crate::validate::{FieldError, MAX_NODE_NAMES_PER_REQUEST};
 
 /// Runs stored per transaction.
 pub const CHUNK: usize = 1000;
@@ -54,19 +54,39 @@ pub struct Summary {
 pub enum ImportError {
     #[error(transparent)]
     Header(#[from] HeaderError),
+    /// The jobs' node lists name more nodes than the import may take at once.
+    #[error(
+        "the node lists name {total} nodes in all; at most {limit} per import \
+         (split it, or import large files with `joulecast import sacct`)"
+    )]
+    TooManyNodeNames { total: u64, limit: u64 },
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }
 
 /// Import `sacct --parsable2` output; `progress(done, total)` is called
-/// after each stored chunk of runs.
+/// after each stored chunk of runs. With `max_node_names`, an input whose
+/// node lists name more nodes in all is refused before anything is stored.
+/// Either way runs are validated (their node lists expanded) and stored a
+/// chunk at a time, so that memory holds at most `CHUNK` runs or about
+/// `MAX_NODE_NAMES_PER_REQUEST` names at once, not the whole input's.
 pub async fn sacct(
     pool: &PgPool,
     text: &str,
     options: &Options,
+    max_node_names: Option<u64>,
     mut progress: impl FnMut(usize, usize),
 ) -> Result<Summary, ImportError> {
     let parsed = sacct::parse(text, options)?;
+    if let Some(limit) = max_node_names {
+        let total = parsed
+            .records
+            .iter()
+            .fold(0u64, |total, r| total.saturating_add(names_in(&r.run)));
+        if total > limit {
+            return Err(ImportError::TooManyNodeNames { total, limit });
+        }
+    }
     let mut summary = Summary {
         lines: parsed.lines,
         steps: parsed.steps,
@@ -80,25 +100,36 @@ pub async fn sacct(
             reason: s.reason,
         }));
     let now = Utc::now();
-    let mut valid = Vec::with_capacity(parsed.records.len());
-    for record in parsed.records {
-        let job_id = record.run.job_id.clone();
-        match ingest::validate(record.run, now) {
-            Ok(run) => valid.push((record.line, run)),
-            Err(errors) => summary.skipped.push(SkippedLine {
-                line: record.line,
-                job_id: Some(job_id),
-                reason: reasons(&errors),
-            }),
-        }
-    }
-    let total = valid.len();
+    let total = parsed.records.len();
+    let mut records = parsed.records.into_iter().peekable();
     let mut apps = BTreeSet::new();
     let mut done = 0;
     progress(done, total);
-    while !valid.is_empty() {
-        let rest = valid.split_off(valid.len().min(CHUNK));
-        let chunk = std::mem::replace(&mut valid, rest);
+    while records.peek().is_some() {
+        let mut chunk = Vec::new();
+        let mut names = 0;
+        while chunk.len() < CHUNK && names < MAX_NODE_NAMES_PER_REQUEST as usize {
+            let Some(record) = records.next() else { break };
+            let job_id = record.run.job_id.clone();
+            match ingest::validate(record.run, now) {
+                Ok(run) => {
+                    names += run.node_list.as_ref().map_or(0, Vec::len);
+                    chunk.push((record.line, run));
+                }
+                Err(errors) => {
+                    summary.skipped.push(SkippedLine {
+                        line: record.line,
+                        job_id: Some(job_id),
+                        reason: reasons(&errors),
+                    });
+                    done += 1;
+                }
+            }
+        }
+        if chunk.is_empty() {
+            progress(done, total);
+            break;
+        }
         let lines: Vec<(usize, String, String)> = chunk
             .iter()
             .map(|(line, run)| (*line, run.job_id.clone(), run.app.clone()))
@@ -135,6 +166,16 @@ pub async fn sacct(
     summary.skipped.sort_by_key(|s| s.line);
     summary.apps = apps.into_iter().collect();
     Ok(summary)
+}
+
+/// The node names a parsed run's list would expand to (0 when it does not
+/// parse: that run is refused on its own).
+fn names_in(run: &RunDraft) -> u64 {
+    match &run.node_list {
+        Some(NodeListDraft::Hostlist(list)) => crate::hostlist::count(list).unwrap_or(0),
+        Some(NodeListDraft::Names(names)) => names.len() as u64,
+        None => 0,
+    }
 }
 
 fn reasons(errors: &[FieldError]) -> String {

@@ -199,7 +199,7 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
     let result = async {
         db::migrate(&db.pool).await?;
         Ok::<_, anyhow::Error>(
-            crate::import::sacct(&db.pool, &text, &options, |done, total| {
+            crate::import::sacct(&db.pool, &text, &options, None, |done, total| {
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);
             })

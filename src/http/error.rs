@@ -123,12 +123,9 @@ impl ApiError {
             ),
             ApiError::NotFound(detail) => ("not-found", "Not found", detail, vec![]),
             ApiError::Conflict { detail, errors } => ("conflict", "Conflict", detail, errors),
-            ApiError::PayloadTooLarge(limit) => (
-                "payload-too-large",
-                "Payload too large",
-                format!("the request body is larger than the limit of {limit} bytes"),
-                vec![],
-            ),
+            ApiError::PayloadTooLarge(detail) => {
+                ("payload-too-large", "Payload too large", detail, vec![])
+            }
             ApiError::BodyTimeout(seconds) => (
                 "body-timeout",
                 "Request timeout",

@@ -51,7 +51,7 @@ impl<S: Send + Sync> FromRequest<S> for BodyBytes {
                     "too many request bodies are arriving at once; retry shortly",
                 ),
                 None if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
-                    ApiError::PayloadTooLarge(limit)
+                    ApiError::body_over(limit)
                 }
                 None => ApiError::bad_request("body", rejection.body_text()),
             }

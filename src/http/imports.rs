@@ -86,7 +86,7 @@ impl SacctParams {
         (status = 400, description = "Bad query parameter, or a body that is not UTF-8", body = Problem, content_type = "application/problem+json"),
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsIngest),
-        (status = 413, description = "Body too large (import large files with `joulecast import sacct`)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large, or node lists naming more than 200,000 nodes in all: nothing is stored (split the import, or import large files with `joulecast import sacct`)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "No usable header line", body = Problem, content_type = "application/problem+json"),
         (status = 503, response = Unavailable),
     ))]

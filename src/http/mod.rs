@@ -339,7 +339,7 @@ async fn refuse_declared_oversize(request: Request, next: Next, limit: usize) ->
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
-        return error::ApiError::PayloadTooLarge(limit).into_response();
+        return error::ApiError::body_over(limit).into_response();
     }
     next.run(request).await
 }

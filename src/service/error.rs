@@ -23,8 +23,10 @@ pub enum Error {
         detail: String,
         errors: Vec<FieldError>,
     },
-    #[error("request body larger than {0} bytes")]
-    PayloadTooLarge(usize),
+    /// The request is more than the service takes at once: the detail says
+    /// what.
+    #[error("payload too large: {0}")]
+    PayloadTooLarge(String),
     /// The request's body did not arrive within this many seconds.
     #[error("request body not received within {0} s")]
     BodyTimeout(u64),
@@ -46,6 +48,13 @@ impl Error {
 
     pub fn bad_request(field: &str, reason: impl Into<String>) -> Self {
         Error::BadRequest(vec![FieldError::new(field, reason)])
+    }
+
+    /// A request body over `limit` bytes.
+    pub fn body_over(limit: usize) -> Self {
+        Error::PayloadTooLarge(format!(
+            "the request body is larger than the limit of {limit} bytes"
+        ))
     }
 }
 

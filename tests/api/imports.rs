@@ -138,6 +138,49 @@ async fn bad_imports_are_refused_naming_the_parameter() {
     assert_eq!(app.run_count().await, 0);
 }
 
+/// The node lists of one import name at most 200,000 nodes in all, like a
+/// run batch's: a few bytes of hostlist (`n[000000-099999]`) each naming
+/// 100,000 took a probe's service to 1 GB. Past the budget it is 413, as
+/// for a body too large (the shipped import script then halves it), and
+/// nothing is stored; at the budget it is taken.
+#[tokio::test]
+async fn an_import_naming_too_many_nodes_is_refused_whole() {
+    let app = TestApp::new().await;
+    let sacct = |lines: &[(u32, &str, u32)]| {
+        let mut text =
+            String::from("JobID|JobName|NNodes|NodeList|State|ElapsedRaw|ConsumedEnergyRaw\n");
+        for (job, list, nodes) in lines {
+            text.push_str(&format!(
+                "{job}|wide|{nodes}|{list}|COMPLETED|1000|{}\n",
+                1_000_000 + job
+            ));
+        }
+        text
+    };
+    let over = sacct(&[
+        (1, "n[000000-099999]", 100_000),
+        (2, "m[000000-099999]", 100_000),
+        (3, "k1", 1),
+    ]);
+    let reply = import(&app, "", &app.ingest, &over).await;
+    reply.assert_problem(StatusCode::PAYLOAD_TOO_LARGE);
+    let detail = reply.body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("200001 nodes") && detail.contains("200000"),
+        "{detail}"
+    );
+    assert_eq!(app.run_count().await, 0);
+
+    let within = sacct(&[
+        (1, "n[000000-099999]", 100_000),
+        (2, "m[000000-099999]", 100_000),
+    ]);
+    let reply = import(&app, "", &app.ingest, &within).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["created"], 2, "{:#}", reply.body);
+    assert_eq!(app.run_count().await, 2);
+}
+
 #[tokio::test]
 async fn the_command_line_imports_a_file_and_standard_input() {
     let url = fresh_database_url().await;
