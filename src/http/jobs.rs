@@ -11,7 +11,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::auth::{self, Authorized};
 use super::error::responses::{
-    BadQuery, MalformedJson, NeedsRead, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
+    BadQuery, NeedsRead, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use super::error::{ApiError, ApiResult, PROBLEM_JSON, Problem};
 use super::extract::{Json, Path, Query};
@@ -22,6 +22,7 @@ use crate::service::jobs::{self, Finish, JobCursor, JobFilter, Start};
 pub use crate::service::jobs::{
     DEFAULT_NODE_POWER_W, FinishInput, Job, JobInput, Jobs, STALE_FACTOR,
 };
+use crate::validate::{FieldError, JobId, Source};
 
 /// Report a job's start: it is stored as running, with its prediction and
 /// the power it reserves.
@@ -214,13 +215,15 @@ pub enum FinishStatus {
 ///
 /// Idempotent: reporting it again answers 200 `already_finished` with the run.
 #[utoipa::path(post, path = "/v1/jobs/{source}/{job_id}/finish", tag = "jobs",
-    params(("source" = String, Path, description = "The job's system"),
-           ("job_id" = String, Path, description = "The job's id there")),
+    params(("source" = String, Path, description = "The job's system",
+               min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           ("job_id" = String, Path, description = "The job's id there",
+               min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$")),
     request_body = FinishInput,
     security(("bearer" = ["schedule"])),
     responses(
         (status = 200, description = "The run the job became", body = Finished),
-        (status = 400, response = MalformedJson),
+        (status = 400, description = "Malformed JSON, or a source or job id that is not one", body = Problem, content_type = "application/problem+json"),
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsSchedule),
         (status = 404, description = "No such job, running or finished; the end is remembered, so that a start of it reported later is refused", body = Problem, content_type = "application/problem+json"),
@@ -236,6 +239,7 @@ pub async fn finish_job(
     Path((source, job_id)): Path<(String, String)>,
     Json(input): Json<FinishInput>,
 ) -> ApiResult<axum::Json<Finished>> {
+    let (source, job_id) = job_key(&source, &job_id)?;
     let (status, row) = match jobs::finish(&state, &source, &job_id, input).await? {
         Finish::Finished(row) => (FinishStatus::Finished, row),
         Finish::AlreadyFinished(row) => (FinishStatus::AlreadyFinished, row),
@@ -248,11 +252,14 @@ pub async fn finish_job(
 
 /// Forget a cancelled or failed job: it leaves no history.
 #[utoipa::path(delete, path = "/v1/jobs/{source}/{job_id}", tag = "jobs",
-    params(("source" = String, Path, description = "The job's system"),
-           ("job_id" = String, Path, description = "The job's id there")),
+    params(("source" = String, Path, description = "The job's system",
+               min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           ("job_id" = String, Path, description = "The job's id there",
+               min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$")),
     security(("bearer" = ["schedule"])),
     responses(
         (status = 204, description = "Removed"),
+        (status = 400, description = "A source or job id that is not one", body = Problem, content_type = "application/problem+json"),
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsSchedule),
         (status = 404, description = "No such running job; the end is remembered, so that a start of it reported later is refused", body = Problem, content_type = "application/problem+json"),
@@ -263,6 +270,23 @@ pub async fn cancel_job(
     State(state): State<AppState>,
     Path((source, job_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
+    let (source, job_id) = job_key(&source, &job_id)?;
     jobs::cancel(&state, &source, &job_id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The job a path names, or a 400 naming each parameter that is not what it
+/// names (before, a 3,000-character id reached the database: a 500).
+fn job_key(source: &str, job_id: &str) -> Result<(Source, JobId), ApiError> {
+    let mut errors = Vec::new();
+    let source = Source::parse(source)
+        .map_err(|reason| errors.push(FieldError::new("source", reason)))
+        .ok();
+    let job_id = JobId::parse(job_id)
+        .map_err(|reason| errors.push(FieldError::new("job_id", reason)))
+        .ok();
+    match (source, job_id) {
+        (Some(source), Some(job_id)) => Ok((source, job_id)),
+        _ => Err(ApiError::BadRequest(errors)),
+    }
 }

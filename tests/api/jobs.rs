@@ -237,6 +237,42 @@ async fn jobs_far_past_their_predicted_time_are_stale_and_bad_input_is_named() {
             .len(),
         1
     );
+
+    // A path that names no possible job is a 400 naming the parameter, for
+    // a finish and a removal alike (a 3,000-character id was a 500, and
+    // other bad keys were remembered as ended jobs for a week).
+    let long = "a".repeat(3000);
+    for (path, fields) in [
+        (format!("slurm/{long}"), vec!["job_id"]),
+        ("slurm/1%00".to_owned(), vec!["job_id"]),
+        ("a%20b/1".to_owned(), vec!["source"]),
+        ("..%2F/%20".to_owned(), vec!["source", "job_id"]),
+    ] {
+        let finish = app
+            .post(
+                &format!("/v1/jobs/{path}/finish"),
+                &app.schedule,
+                &json!({"energy_j": 1000.0, "duration_s": 10.0}),
+            )
+            .await;
+        let cancel = app
+            .call(
+                Method::DELETE,
+                &format!("/v1/jobs/{path}"),
+                Some(&app.schedule),
+                None,
+            )
+            .await;
+        for reply in [finish, cancel] {
+            reply.assert_problem(StatusCode::BAD_REQUEST);
+            assert_eq!(reply.error_fields(), fields, "{path}: {:#}", reply.body);
+        }
+    }
+    let remembered: i64 = sqlx::query_scalar("SELECT count(*) FROM job_ends")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(remembered, 0);
 }
 
 /// NaN passed the jobs' `> 0` checks, since PostgreSQL orders NaN above
