@@ -275,6 +275,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
     };
     let now = Utc::now();
     let started_at = input.started_at.unwrap_or(now);
+    let start_given = input.started_at.is_some();
 
     let started: Result<Start> = async {
         // The decision and the reservation, atomically: every job start takes
@@ -282,10 +283,18 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
         let mut tx = service.pool.begin().await?;
         let lock = store::power::lock_admission(&mut *tx).await?;
         if let Some(row) = store::jobs::get(&mut *tx, &source, &job_id).await? {
-            return Ok(Start::Running {
-                job: Box::new(Job::from_row(row, now, service.settings.expiry)),
-                created: false,
-            });
+            // The same start again (a retry) is answered with the job as
+            // stored. A later attempt (a requeue, whose earlier attempt's end
+            // never arrived) replaces it: that one no longer runs, and this
+            // one must be decided and reserved, not told it holds the old,
+            // perhaps expired, reservation. Kept if this one is refused.
+            if !(start_given && started_at > row.started_at) {
+                return Ok(Start::Running {
+                    job: Box::new(Job::from_row(row, now, service.settings.expiry)),
+                    created: false,
+                });
+            }
+            store::jobs::delete_attempt(&mut tx, &lock, &source, &job_id).await?;
         }
         // Under the lock, a run stored meanwhile, or an end reported before this
         // start arrived, is seen: the job would otherwise never be released.
@@ -605,12 +614,14 @@ pub async fn finish(
 }
 
 /// Forget a cancelled or failed job: it leaves no history. `NotFound` when
-/// it is not running; its end is then remembered, so that a start of it
-/// reported later is refused.
+/// it is not running. Either way its end is remembered, so that a start of
+/// it reported again later (a prolog's retry overtaken by the cancellation)
+/// is refused rather than reserving power for a job that no longer runs.
 pub async fn cancel(service: &Service, source: &str, job_id: &str) -> Result<()> {
     let mut tx = service.pool.begin().await?;
     let lock = store::power::lock_admission(&mut *tx).await?;
     if let Some(removed) = store::jobs::delete(&mut tx, &lock, source, job_id).await? {
+        store::jobs::remember_end(&mut tx, &lock, source, job_id, Utc::now()).await?;
         tx.commit().await?;
         service.caches.forget_load();
         for tag in &removed {

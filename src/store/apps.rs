@@ -145,12 +145,14 @@ pub async fn upsert_metadata(
     metadata: &AppMetadata,
 ) -> sqlx::Result<(AppRow, bool)> {
     let query = format!(
-        "INSERT INTO applications AS a (tag, scaling_mode, description, allowed_rmse_pct)
-         VALUES ($1, $2, $3, $4)
+        "INSERT INTO applications AS a (tag, scaling_mode, description, allowed_rmse_pct,
+                                        registered)
+         VALUES ($1, $2, $3, $4, true)
          ON CONFLICT (tag) DO UPDATE
          SET scaling_mode = EXCLUDED.scaling_mode,
              description = EXCLUDED.description,
              allowed_rmse_pct = EXCLUDED.allowed_rmse_pct,
+             registered = true,
              updated_at = now()
          RETURNING {COLUMNS}, (xmax = 0) AS created,
                    {notify} IS NULL AS _notified",
@@ -236,7 +238,8 @@ pub async fn ensure(conn: &mut PgConnection, tag: &str) -> sqlx::Result<AppRow> 
 }
 
 /// Remove the applications among `ids` that have no run, no job, no
-/// efficiency measurement and no settings: those a job start created for a
+/// efficiency measurement and were never set up by `PUT /v1/apps/{app}`
+/// (`registered`, even with default settings): those a job start created for a
 /// name that never gave a run (the job was refused or cancelled, or its run
 /// was stored under another name). Job names are free text, so without this
 /// every one would stay an application. Call under the admission lock.
@@ -259,9 +262,7 @@ pub async fn remove_if_unused(
         "WITH removed AS (
              DELETE FROM applications WHERE id IN (
                  SELECT a.id FROM applications a
-                 WHERE a.id = ANY($1) AND a.run_count = 0
-                   AND a.scaling_mode = 'unknown' AND a.description = ''
-                   AND a.allowed_rmse_pct IS NULL
+                 WHERE a.id = ANY($1) AND a.run_count = 0 AND NOT a.registered
                    AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.app_id = a.id)
                    AND NOT a.has_efficiency
                  FOR UPDATE SKIP LOCKED

@@ -153,9 +153,9 @@ pub async fn record_unreserved(
 /// How long the end of a job that was not running is remembered.
 const END_MEMORY: &str = "7 days";
 
-/// Remember that `(source, job_id)` was reported ended at `at` while it was
-/// not running: a start of an attempt that began before then, reported
-/// later, is refused (see `ended_at`). Forgets ends older than a week.
+/// Remember that `(source, job_id)` was reported ended (or cancelled) at
+/// `at`: a start of an attempt that began before then, reported later, is
+/// refused (see `ended_at`). Forgets ends older than a week.
 pub async fn remember_end(
     conn: &mut PgConnection,
     _: &AdmissionLock,
@@ -219,6 +219,23 @@ pub async fn release_finished(
     }
     notify::send(&mut *conn, &Change::Load).await?;
     super::apps::remove_if_unused(&mut *conn, &lock, &apps).await
+}
+
+/// Remove the running attempt of `(source, job_id)` that a later attempt
+/// (a requeue) replaces, notifying the change. Its application stays: the
+/// new attempt is stored in the same transaction.
+pub async fn delete_attempt(
+    conn: &mut PgConnection,
+    _: &AdmissionLock,
+    source: &str,
+    job_id: &str,
+) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM jobs WHERE source = $1 AND job_id = $2")
+        .bind(source)
+        .bind(job_id)
+        .execute(&mut *conn)
+        .await?;
+    notify::send(&mut *conn, &Change::Load).await
 }
 
 /// Remove a job (notifying the change), and its application if that is left

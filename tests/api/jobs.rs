@@ -333,6 +333,58 @@ async fn the_jobs_table_refuses_nan_and_infinity() {
     }
 }
 
+/// A later attempt of a running job (a requeue whose first attempt's end
+/// never arrived) replaces it and is decided and reserved anew; it was
+/// answered 200 with the old, expired reservation, counting nowhere. A
+/// retry of either start changes nothing. After a cancellation of the
+/// running job, a start of that attempt arriving late is refused (it
+/// reserved power again), and a later attempt is stored.
+#[tokio::test]
+async fn a_requeued_start_replaces_its_earlier_attempt() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let at = |minutes_ago: i64| (Utc::now() - Duration::minutes(minutes_ago)).to_rfc3339();
+    let start = |started_at: &str| {
+        json!({"source": "slurm", "job_id": "q1", "app": "lin", "nodes": 2,
+               "time_limit_s": 3600.0, "started_at": started_at})
+    };
+    let (first, second) = (at(180), at(5));
+    let reply = app.post("/v1/jobs", &app.schedule, &start(&first)).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["expired"], true, "{:#}", reply.body);
+
+    let reply = app.post("/v1/jobs", &app.schedule, &start(&second)).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["expired"], false, "{:#}", reply.body);
+    assert!(reply.body["admission"].is_object(), "{:#}", reply.body);
+    let stored = reply.body["started_at"].clone();
+    for retry in [&second, &first] {
+        let reply = app.post("/v1/jobs", &app.schedule, &start(retry)).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert_eq!(reply.body["started_at"], stored, "{:#}", reply.body);
+    }
+    let jobs = app.get("/v1/jobs", &app.read).await.body;
+    assert_eq!(jobs["items"].as_array().unwrap().len(), 1, "{jobs:#}");
+    assert_eq!(jobs["expired"], 0, "{jobs:#}");
+    assert!(jobs["reserved_w"].as_f64().unwrap() > 0.0, "{jobs:#}");
+
+    let reply = app
+        .call(
+            Method::DELETE,
+            "/v1/jobs/slurm/q1",
+            Some(&app.schedule),
+            None,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::NO_CONTENT);
+    app.post("/v1/jobs", &app.schedule, &start(&second))
+        .await
+        .assert_field_error(StatusCode::CONFLICT, "job_id");
+    let later = (Utc::now() + Duration::seconds(1)).to_rfc3339();
+    let reply = app.post("/v1/jobs", &app.schedule, &start(&later)).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+}
+
 /// A job whose end is never reported stops counting at its time limit plus
 /// the grace period, or without one after the maximum (issue 13): it is
 /// still listed, as expired, and headroom no longer counts it.
@@ -600,7 +652,8 @@ async fn starts_racing_their_runs_leave_no_job_running() {
 }
 
 /// Job names are free text: a start creates its application, but one that
-/// never gets a run (and has no settings) goes when its last job does, and a
+/// never gets a run (and was not set up by an administrator) goes when its
+/// last job does, and a
 /// refused start creates none (issue 13, finding 5).
 #[tokio::test]
 async fn job_names_that_never_give_a_run_leave_no_application() {
@@ -667,6 +720,15 @@ async fn job_names_that_never_give_a_run_leave_no_application() {
     app.call(Method::DELETE, "/v1/jobs/s/5", Some(&app.schedule), None)
         .await;
     assert!(exists("vasp").await);
+    // Even with every setting at its default (it was removed: "default
+    // settings" was read as "never set up").
+    let reply = app.put("/v1/apps/gromacs", &app.admin, &json!({})).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    app.post("/v1/jobs", &app.schedule, &start("7", "gromacs"))
+        .await;
+    app.call(Method::DELETE, "/v1/jobs/s/7", Some(&app.schedule), None)
+        .await;
+    assert!(exists("gromacs").await);
 
     // Refused under a cap: nothing created.
     let reply = app
