@@ -522,7 +522,8 @@ pub struct FinishInput {
     pub avg_power_w: Option<f64>,
     #[schema(minimum = 1e-100, maximum = 315_576_000.0)]
     pub duration_s: Option<f64>,
-    /// Default now.
+    /// Default: the start plus the duration, when the measurements give it
+    /// (`duration_s`, or `energy_j` over `avg_power_w`); else now.
     pub ended_at: Option<DateTime<Utc>>,
     /// Measurement weight, from 1e-100 to 1; default 1.
     #[schema(minimum = 1e-100, maximum = 1.0)]
@@ -569,13 +570,17 @@ pub async fn finish(
             .ok_or_else(|| Error::NotFound(format!("no job {job_id} of {source}")))?;
         return Ok(Finish::AlreadyFinished(row));
     };
-    // Without an end time, a measured duration dates the end (as ingestion
-    // dates a run by its start and duration, and names `duration_s` when
-    // that end cannot be); else now.
-    let ended_at = match (input.ended_at, input.duration_s) {
-        (Some(end), _) => Some(end),
-        (None, Some(_)) => None,
-        (None, None) => Some(Utc::now()),
+    // Without an end time, a measured duration, or the energy over the
+    // power, dates the end (as ingestion dates a run by its start and
+    // duration, and names `duration_s` when that end cannot be); else now.
+    // (Energy and power once ended the job now: an end reported more than 5 %
+    // of its duration late was refused as inconsistent, every time.)
+    let timed =
+        input.duration_s.is_some() || (input.energy_j.is_some() && input.avg_power_w.is_some());
+    let ended_at = match input.ended_at {
+        Some(end) => Some(end),
+        None if timed => None,
+        None => Some(Utc::now()),
     };
     let measured = [input.energy_j, input.avg_power_w, input.duration_s]
         .iter()
@@ -601,16 +606,40 @@ pub async fn finish(
         quality: input.quality,
         account: job.account.clone(),
     };
+    // What the client sent, as opposed to what was filled in from the time
+    // of this request.
+    let sent = |field: &str| match field {
+        "energy_j" => input.energy_j.is_some(),
+        "avg_power_w" => input.avg_power_w.is_some(),
+        "duration_s" => input.duration_s.is_some(),
+        "ended_at" => input.ended_at.is_some(),
+        _ => true,
+    };
     let run = ingest::validate(draft, Utc::now()).map_err(Error::Invalid)?;
     // The run and the job's removal commit together (store::runs::insert_batch),
     // also when the run was stored before with other values (a conflict).
     let stored = store_one(service, run, "this job").await;
     service.caches.forget_load();
-    let (_, id) = stored?;
+    let (finished, id) = match stored {
+        Ok((_, id)) => (true, id),
+        // The same report sent again while the first was being stored (a
+        // retry): it differs only in what each filled in from its own "now".
+        Err(Error::Conflict { errors, .. }) if errors.iter().all(|e| !sent(&e.field)) => {
+            let id = store::runs::id_by_key(&service.pool, source, job_id)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("the run of a conflict vanished"))?;
+            (false, id)
+        }
+        Err(e) => return Err(e),
+    };
     let row = store::runs::get(&service.pool, id)
         .await?
         .ok_or_else(|| anyhow::anyhow!("run {id} vanished after it was stored"))?;
-    Ok(Finish::Finished(row))
+    Ok(if finished {
+        Finish::Finished(row)
+    } else {
+        Finish::AlreadyFinished(row)
+    })
 }
 
 /// Forget a cancelled or failed job: it leaves no history. `NotFound` when

@@ -385,6 +385,63 @@ async fn a_requeued_start_replaces_its_earlier_attempt() {
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
 }
 
+/// A finish with energy and power dates the end by their quotient: it ended
+/// the job "now", so one reported late was refused as inconsistent (422),
+/// every time. Identical finishes sent at once (a retry while the first is
+/// being stored) all answer 200: they differed in what each filled in from
+/// its own "now" and were refused 409 as other values.
+#[tokio::test]
+async fn late_and_repeated_finishes_are_taken() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let started = Utc::now() - Duration::hours(2);
+    for job in ["late", "twice"] {
+        let body = json!({"source": "slurm", "job_id": job, "app": "lin", "nodes": 2,
+                          "started_at": started.to_rfc3339()});
+        let reply = app.post("/v1/jobs", &app.schedule, &body).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+
+    let reply = app
+        .post(
+            "/v1/jobs/slurm/late/finish",
+            &app.schedule,
+            &json!({"energy_j": 1_200_000.0, "avg_power_w": 2000.0}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let run = &reply.body["run"];
+    assert_eq!(run["duration_s"], 600.0, "{run:#}");
+    let ended: chrono::DateTime<Utc> = run["ended_at"].as_str().unwrap().parse().unwrap();
+    let expected = joulecast::validate::as_stored(started) + Duration::seconds(600);
+    assert_eq!(ended, expected, "{run:#}");
+
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let app = app.clone();
+        tasks.push(tokio::spawn(async move {
+            app.post(
+                "/v1/jobs/slurm/twice/finish",
+                &app.schedule,
+                &json!({"energy_j": 5_000_000.0}),
+            )
+            .await
+        }));
+    }
+    let mut statuses = Vec::new();
+    for task in tasks {
+        let reply = task.await.unwrap();
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        statuses.push(reply.body["status"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| *s == "finished").count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(app.run_count().await, 5 + 2);
+}
+
 /// A job whose end is never reported stops counting at its time limit plus
 /// the grace period, or without one after the maximum (issue 13): it is
 /// still listed, as expired, and headroom no longer counts it.
