@@ -327,7 +327,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             at: now,
             time_limit_s: input.time_limit_s,
         };
-        let load = store::power::load(&mut tx, service.settings.expiry).await?;
+        let load = store::power::load(&mut tx, service.settings.expiry, now).await?;
         let admission = decide(&mut tx, &load, &candidate, &estimate, now).await?;
         if !admission.admit && !input.force {
             drop(tx);

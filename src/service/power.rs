@@ -83,7 +83,7 @@ pub async fn headroom(
         .execute(&mut *tx)
         .await?;
     let cap = store::caps::in_force_for(&mut *tx, partition, at).await?;
-    let draw = store::power::load(&mut tx, service.settings.expiry)
+    let draw = store::power::load(&mut tx, service.settings.expiry, now)
         .await?
         .draw(partition, &[]);
     let jobs = store::jobs::list(&mut *tx, None, partition, None).await?;
@@ -130,7 +130,9 @@ pub async fn registry(service: &Service) -> Result<Arc<Load>> {
 }
 
 async fn read_load(service: &Service, stale_in_outage: bool) -> Result<Arc<Load>> {
-    if let Some(load) = service.caches.load() {
+    if let Some(load) = service.caches.load()
+        && load.current_at(Utc::now())
+    {
         return Ok(load);
     }
     let stale = || {
@@ -147,7 +149,7 @@ async fn read_load(service: &Service, stale_in_outage: bool) -> Result<Arc<Load>
     // Boxed: the cached path's future need not hold the read's.
     let read = Box::pin(async {
         let mut conn = service.pool.acquire().await?;
-        store::power::load(&mut conn, service.settings.expiry).await
+        store::power::load(&mut conn, service.settings.expiry, Utc::now()).await
     })
     .await;
     let load = match read {

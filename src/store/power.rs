@@ -60,6 +60,9 @@ pub struct JobLoad {
     pub predicted_ets_j: Option<f64>,
     pub predicted_tts_s: Option<f64>,
     pub time_limit_s: Option<f64>,
+    /// When its reservation ends (`Expiry::ends_at`).
+    #[sqlx(skip)]
+    pub expires_at: DateTime<Utc>,
 }
 
 /// A registered node's idle power.
@@ -70,21 +73,35 @@ pub struct NodeIdle {
     pub idle_power_w: Option<f64>,
 }
 
-/// Every running job whose reservation has not ended (`expiry`), and every
-/// registered node, as the power totals need them.
-pub async fn load(conn: &mut PgConnection, expiry: Expiry) -> sqlx::Result<Load> {
-    let jobs: Vec<JobLoad> = sqlx::query_as(
+/// Every running job whose reservation has not ended at `now` (`expiry`),
+/// and every registered node, as the power totals need them. The end is
+/// `Expiry::ends_at`, as a job's `expired` flag and the headroom's
+/// breakdown read it, and against the caller's `now`, not the database's:
+/// the totals and the breakdown of one answer agree at the edge.
+pub async fn load(
+    conn: &mut PgConnection,
+    expiry: Expiry,
+    now: DateTime<Utc>,
+) -> sqlx::Result<Load> {
+    // The database leaves out what ended well before (a minute's margin for
+    // the two clocks and roundings); the rest is decided below.
+    let mut jobs: Vec<JobLoad> = sqlx::query_as(
         "SELECT partition, reserved_w, nodes, node_list, account, started_at,
-                    predicted_ets_j, predicted_tts_s, time_limit_s
-             FROM jobs
-             WHERE started_at
-                   + make_interval(secs => LEAST(COALESCE(time_limit_s + $1, $2), $3)) > now()",
+                predicted_ets_j, predicted_tts_s, time_limit_s
+         FROM jobs
+         WHERE started_at + make_interval(secs => LEAST(COALESCE(time_limit_s + $1, $2), $3))
+               > $4 - interval '1 minute'",
     )
     .bind(expiry.grace_s)
     .bind(expiry.max_s)
     .bind(Expiry::LONGEST_S)
+    .bind(now)
     .fetch_all(&mut *conn)
     .await?;
+    for job in &mut jobs {
+        job.expires_at = expiry.ends_at(job.started_at, job.time_limit_s);
+    }
+    jobs.retain(|job| job.expires_at > now);
     let nodes: Vec<NodeIdle> = sqlx::query_as("SELECT name, partition, idle_power_w FROM nodes")
         .fetch_all(&mut *conn)
         .await?;
@@ -100,6 +117,8 @@ pub struct Load {
     held: HashSet<String>,
     /// Every registered node's name.
     registered: HashSet<String>,
+    /// The earliest end of the jobs' reservations.
+    first_expiry: Option<DateTime<Utc>>,
 }
 
 impl Load {
@@ -111,12 +130,21 @@ impl Load {
             .cloned()
             .collect();
         let registered = nodes.iter().map(|n| n.name.clone()).collect();
+        let first_expiry = jobs.iter().map(|j| j.expires_at).min();
         Load {
             jobs,
             nodes,
             held,
             registered,
+            first_expiry,
         }
+    }
+
+    /// Whether every reservation read is still in force at `now`: a load
+    /// kept in memory past the first one's end would count that job on (in
+    /// admission and budgets, while headroom, read afresh, no longer did).
+    pub fn current_at(&self, now: DateTime<Utc>) -> bool {
+        self.first_expiry.is_none_or(|end| now < end)
     }
 
     /// Whether `name` is in the node registry.

@@ -463,3 +463,52 @@ async fn refused_starts_racing_efficiency_measurements_lose_nothing() {
         );
     }
 }
+
+/// A reservation that ends stops counting in admission and budgets at once,
+/// as in headroom: the load kept in memory counted it on until its
+/// time-to-live (30 s) passed or a job changed.
+#[tokio::test]
+async fn a_reservation_stops_counting_in_admission_when_it_ends() {
+    let app = TestApp::with_settings(joulecast::http::Settings {
+        expiry: joulecast::config::Expiry {
+            grace_s: 0.0,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    for n in [1, 2, 4, 8] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    cap(&app, "site", json!({"limit_w": 100000.0})).await;
+    let budget = json!({"limit_j": 1e12, "period": "month"});
+    let reply = app.put("/v1/budgets/proj", &app.admin, &budget).await;
+    assert!(reply.status.is_success(), "{:#}", reply.body);
+    // A 60 s limit, started 57 s ago: its reservation ends in 3 s.
+    let ends = Utc::now() + Duration::seconds(3);
+    let job = json!({"source": "s", "job_id": "short", "app": "lin", "nodes": 2,
+                     "account": "proj", "time_limit_s": 60.0,
+                     "started_at": (ends - Duration::seconds(60)).to_rfc3339()});
+    let reply = app.post("/v1/jobs", &app.schedule, &job).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+
+    let ask = json!({"app": "lin", "nodes": 1, "account": "proj"});
+    let before = admit(&app, ask.clone()).await;
+    assert!(
+        close(&before["power"]["headroom_before_w"], 98000.0),
+        "{before:#}"
+    );
+    let committed = |budget: &Value| budget["committed_j"].as_f64().unwrap();
+    let budget_before = app.get("/v1/budgets/proj", &app.read).await.body;
+    assert!(committed(&budget_before) > 0.0, "{budget_before:#}");
+
+    let wait = ends - Utc::now() + Duration::milliseconds(300);
+    tokio::time::sleep(wait.to_std().unwrap_or_default()).await;
+    let after = admit(&app, ask).await;
+    assert!(
+        close(&after["power"]["headroom_before_w"], 100000.0),
+        "{after:#}"
+    );
+    let budget_after = app.get("/v1/budgets/proj", &app.read).await.body;
+    assert_eq!(committed(&budget_after), 0.0, "{budget_after:#}");
+}

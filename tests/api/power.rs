@@ -180,3 +180,43 @@ async fn metrics_show_each_scope_and_account_as_the_api_does() {
         assert_eq!(value(series), jobs[field].as_f64().unwrap(), "{series}");
     }
 }
+
+/// The breakdown adds up to the draw while reservations end: the draw left
+/// out an ending job by the database's clock and the list by the service's
+/// (a probe: 41 of 6,775 answers did not add up). Twenty jobs end 50 ms
+/// apart while headroom is asked again and again.
+#[tokio::test]
+async fn the_breakdown_adds_up_while_reservations_end() {
+    let app = TestApp::with_settings(joulecast::http::Settings {
+        expiry: joulecast::config::Expiry {
+            grace_s: 0.0,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    let first_end = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
+    for i in 0..20 {
+        let ends = first_end + chrono::Duration::milliseconds(50 * i);
+        let started = ends - chrono::Duration::seconds(60);
+        let job = json!({"source": "s", "job_id": format!("j{i}"), "app": "lin", "nodes": 1,
+                         "time_limit_s": 60.0, "started_at": started.to_rfc3339()});
+        let reply = app.post("/v1/jobs", &app.schedule, &job).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+    let mut listed = std::collections::BTreeSet::new();
+    while chrono::Utc::now() < first_end + chrono::Duration::milliseconds(1200) {
+        let h = app.get("/v1/power/headroom", &app.read).await.body;
+        let jobs = h["jobs"].as_array().unwrap();
+        let reserved: f64 = jobs.iter().map(|j| j["reserved_w"].as_f64().unwrap()).sum();
+        let idle = h["idle"]["power_w"].as_f64().unwrap();
+        let draw = h["draw_w"].as_f64().unwrap();
+        assert!((reserved + idle - draw).abs() < 1e-6, "{h:#}");
+        listed.insert(jobs.len());
+    }
+    // It was asked while some had ended and others had not.
+    assert!(listed.len() > 5, "{listed:?}");
+}
