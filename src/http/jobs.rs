@@ -22,7 +22,6 @@ use crate::service::jobs::{self, Finish, JobCursor, JobFilter, Start};
 pub use crate::service::jobs::{
     DEFAULT_NODE_POWER_W, FinishInput, Job, JobInput, Jobs, STALE_FACTOR,
 };
-use crate::validate::{FieldError, JobId, Source};
 
 /// Report a job's start: it is stored as running, with its prediction and
 /// the power it reserves.
@@ -239,7 +238,7 @@ pub async fn finish_job(
     Path((source, job_id)): Path<(String, String)>,
     Json(input): Json<FinishInput>,
 ) -> ApiResult<axum::Json<Finished>> {
-    let (source, job_id) = job_key(&source, &job_id)?;
+    let (source, job_id) = jobs::job_key(&source, &job_id).map_err(ApiError::BadRequest)?;
     let (status, row) = match jobs::finish(&state, &source, &job_id, input).await? {
         Finish::Finished(row) => (FinishStatus::Finished, row),
         Finish::AlreadyFinished(row) => (FinishStatus::AlreadyFinished, row),
@@ -270,23 +269,7 @@ pub async fn cancel_job(
     State(state): State<AppState>,
     Path((source, job_id)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
-    let (source, job_id) = job_key(&source, &job_id)?;
+    let (source, job_id) = jobs::job_key(&source, &job_id).map_err(ApiError::BadRequest)?;
     jobs::cancel(&state, &source, &job_id).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// The job a path names, or a 400 naming each parameter that is not what it
-/// names (before, a 3,000-character id reached the database: a 500).
-fn job_key(source: &str, job_id: &str) -> Result<(Source, JobId), ApiError> {
-    let mut errors = Vec::new();
-    let source = Source::parse(source)
-        .map_err(|reason| errors.push(FieldError::new("source", reason)))
-        .ok();
-    let job_id = JobId::parse(job_id)
-        .map_err(|reason| errors.push(FieldError::new("job_id", reason)))
-        .ok();
-    match (source, job_id) {
-        (Some(source), Some(job_id)) => Ok((source, job_id)),
-        _ => Err(ApiError::BadRequest(errors)),
-    }
 }

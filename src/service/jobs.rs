@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::admission::{
     Admission, Asked, Candidate, CheckedShape, JobShape, count_decision, decide,
 };
-use super::predictions::{AggregateName, Consistent, NodeScope, node_answers};
+use super::predictions::{AggregateName, Consistent, NodeScope, check_registered, node_answers};
 use super::runs::store_one;
 use super::{Error, Result, Service, apps};
 use crate::domain::ReservedBasis;
@@ -146,6 +146,8 @@ pub(crate) async fn estimate(
     scope: &NodeScope,
 ) -> Result<Estimate> {
     let Some(app) = app.filter(|a| a.run_count > 0) else {
+        // As `node_answers` checks it for an application with history.
+        check_registered(service, scope).await?;
         let per_node = store::nodes::max_peak(&service.pool, scope.partition.as_deref())
             .await?
             .unwrap_or(DEFAULT_NODE_POWER_W);
@@ -640,6 +642,21 @@ pub async fn finish(
     } else {
         Finish::AlreadyFinished(row)
     })
+}
+
+/// The job a path names, or every parameter that is not what it names
+/// (before, a 3,000-character id reached the database: a 500).
+pub fn job_key(
+    source: &str,
+    job_id: &str,
+) -> std::result::Result<(Source, JobId), Vec<FieldError>> {
+    let mut problems = Vec::new();
+    let source = validate::checked(&mut problems, "source", Source::parse(source));
+    let job_id = validate::checked(&mut problems, "job_id", JobId::parse(job_id));
+    match (source, job_id) {
+        (Some(source), Some(job_id)) => Ok((source, job_id)),
+        _ => Err(problems),
+    }
 }
 
 /// Forget a cancelled or failed job: it leaves no history. `NotFound` when

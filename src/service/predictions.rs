@@ -411,6 +411,41 @@ pub fn scope_nodes(
     }
 }
 
+/// Refuse (`Invalid`) a node list naming nodes not in the registry: a
+/// job's nodes are counted against the idle draw of registered nodes only,
+/// and a list of names nothing knows would be held, unbounded, in every
+/// admission's load.
+pub async fn check_registered(service: &Service, scope: &NodeScope) -> Result<()> {
+    let Some(list) = &scope.list else {
+        return Ok(());
+    };
+    // The registry as the in-memory load has it (see `cache`).
+    let load = power::registry(service).await?;
+    let unknown: Vec<&str> = list
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !load.is_registered(n))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let shown = unknown
+        .iter()
+        .take(MAX_NAMES_SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = if unknown.len() > MAX_NAMES_SHOWN {
+        format!(" and {} more", unknown.len() - MAX_NAMES_SHOWN)
+    } else {
+        String::new()
+    };
+    Err(Error::invalid(
+        &format!("{}node_list", scope.prefix),
+        format!("names nodes not in the registry: {shown}{more}"),
+    ))
+}
+
 /// The APC bounds of n nodes and the node set's predictions, where nodes are
 /// classified; a node list naming unknown nodes is refused (`Invalid`).
 pub async fn node_answers(
@@ -422,32 +457,7 @@ pub async fn node_answers(
     aggregate: AggregateName,
     tts_s: f64,
 ) -> Result<(Option<ApcBounds>, Option<NodeSet>)> {
-    if let Some(list) = &scope.list {
-        // The registry as the in-memory load has it (see `cache`).
-        let load = power::registry(service).await?;
-        let unknown: Vec<&str> = list
-            .iter()
-            .map(String::as_str)
-            .filter(|n| !load.is_registered(n))
-            .collect();
-        if !unknown.is_empty() {
-            let shown = unknown
-                .iter()
-                .take(MAX_NAMES_SHOWN)
-                .copied()
-                .collect::<Vec<_>>()
-                .join(", ");
-            let more = if unknown.len() > MAX_NAMES_SHOWN {
-                format!(" and {} more", unknown.len() - MAX_NAMES_SHOWN)
-            } else {
-                String::new()
-            };
-            return Err(Error::invalid(
-                &format!("{}node_list", scope.prefix),
-                format!("names nodes not in the registry: {shown}{more}"),
-            ));
-        }
-    }
+    check_registered(service, scope).await?;
     let Some(powers) =
         nodes::node_powers(service, &scope.workload, scope.partition.as_deref()).await?
     else {

@@ -948,6 +948,12 @@ async fn job_starts_and_batches_for_a_new_application_do_not_deadlock() {
 #[tokio::test]
 async fn a_job_start_takes_its_node_list_as_names_or_as_a_host_list() {
     let app = TestApp::new().await;
+    for i in 1..=4 {
+        let reply = app
+            .put(&format!("/v1/nodes/n{i}"), &app.admin, &json!({}))
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
     for (job_id, list) in [("arr", json!(["n1", "n2"])), ("host", json!("n[3-4]"))] {
         let body = json!({"source": "s", "job_id": job_id, "app": "nl", "node_list": list,
                           "force": true});

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use axum::http::{Method, StatusCode};
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -92,9 +92,10 @@ fn op() -> impl Strategy<Value = Op> {
 struct Model {
     /// Runs of the jobs' keys: job → (account, energy in J).
     runs: BTreeMap<usize, (String, f64)>,
-    /// Running jobs: job → account.
-    running: BTreeMap<usize, String>,
-    /// Jobs whose end was reported while they were not running.
+    /// Running jobs: job → (account, the start sent, when one was).
+    running: BTreeMap<usize, (String, Option<DateTime<Utc>>)>,
+    /// Jobs whose end was reported while they were not running, or that
+    /// were removed while running.
     ended: BTreeSet<usize>,
     budgets: BTreeMap<String, f64>,
     cap_w: Option<f64>,
@@ -179,18 +180,26 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
         } => {
             let mut body = json!({"source": SOURCE, "job_id": job_id(*job), "app": "lin",
                                   "nodes": nodes, "account": ACCOUNTS[*account], "force": force});
-            if *late {
-                // A start that was sent an hour ago and arrives only now.
-                body["started_at"] = json!((Utc::now() - Duration::hours(1)).to_rfc3339());
+            // A start that was sent an hour ago and arrives only now.
+            let sent = late.then(|| Utc::now() - Duration::hours(1));
+            if let Some(started_at) = sent {
+                body["started_at"] = json!(started_at.to_rfc3339());
             }
             let reply = app.post("/v1/jobs", &app.schedule, &body).await;
+            // A start dated after the running attempt's sent start is a
+            // requeue: decided anew, and the earlier attempt kept if refused.
+            // Without a start sent, the running one began later than this
+            // (an hour ago) one.
+            let requeue = model.running.get(job).is_some_and(|(_, before)| {
+                sent.is_some_and(|now| before.is_some_and(|before| now > before))
+            });
             if model.runs.contains_key(job) {
                 allowed(&reply, &[StatusCode::CONFLICT], op);
                 assert!(
                     reply.error_fields().contains(&"job_id".to_owned()),
                     "{op:?}"
                 );
-            } else if model.running.contains_key(job) {
+            } else if model.running.contains_key(job) && !requeue {
                 allowed(&reply, &[StatusCode::OK], op);
             } else if *late && model.ended.contains(job) {
                 allowed(&reply, &[StatusCode::CONFLICT], op);
@@ -208,7 +217,9 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
                     allowed(&reply, &[StatusCode::CREATED, StatusCode::CONFLICT], op);
                 }
                 if reply.status == StatusCode::CREATED {
-                    model.running.insert(*job, ACCOUNTS[*account].to_owned());
+                    model
+                        .running
+                        .insert(*job, (ACCOUNTS[*account].to_owned(), sent));
                 } else {
                     assert_eq!(reply.body["admission"]["admit"], false, "{op:?}");
                 }
@@ -218,7 +229,7 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
             let body = json!({"avg_power_w": apc_w, "duration_s": secs});
             let path = format!("/v1/jobs/{SOURCE}/{}/finish", job_id(*job));
             let reply = app.post(&path, &app.schedule, &body).await;
-            if let Some(account) = model.running.remove(job) {
+            if let Some((account, _)) = model.running.remove(job) {
                 allowed(&reply, &[StatusCode::OK], op);
                 assert_eq!(reply.body["status"], "finished", "{op:?}");
                 let energy = f64::from(*apc_w) * f64::from(*secs);
@@ -236,12 +247,13 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
             let reply = app
                 .call(Method::DELETE, &path, Some(&app.schedule), None)
                 .await;
+            // Either way its end is remembered.
             if model.running.remove(job).is_some() {
                 allowed(&reply, &[StatusCode::NO_CONTENT], op);
             } else {
                 allowed(&reply, &[StatusCode::NOT_FOUND], op);
-                model.ended.insert(*job);
             }
+            model.ended.insert(*job);
         }
         Op::Run {
             job,
