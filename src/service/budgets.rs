@@ -46,8 +46,9 @@ pub struct Budget {
     /// limit − consumed − committed, J (negative: overdrawn).
     pub remaining_j: f64,
     /// When the remaining energy runs out at the period's average burn rate
-    /// so far; `null` when nothing was consumed yet, nothing remains, or it
-    /// would last more than 100 years at that rate.
+    /// so far; `null` when nothing was consumed yet, nothing remains, it
+    /// would last more than 100 years at that rate, or the period is not in
+    /// force (a custom period that has ended or not begun).
     pub runs_out_at: Option<DateTime<Utc>>,
     /// Whether that is before the period ends.
     pub runs_out_within_period: bool,
@@ -262,7 +263,10 @@ pub async fn standing(
     }
     let remaining_j = row.limit_j - consumed_j - committed_j;
     let elapsed_s = (now.min(end) - start).as_seconds_f64();
-    let runs_out_at = run_out(now, remaining_j, consumed_j, elapsed_s);
+    // Outside its period a budget burns nothing more: no date to run out.
+    let runs_out_at = counted
+        .then(|| run_out(now, remaining_j, consumed_j, elapsed_s))
+        .flatten();
     Ok(Budget {
         account: row.account,
         limit_j: row.limit_j,

@@ -243,6 +243,14 @@ async fn a_budget_outside_its_period_neither_commits_nor_refuses() {
             .put(&format!("/v1/budgets/{account}"), &app.admin, &body)
             .await;
         assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        // The past one's run: 0.6 MJ of the 1 MJ consumed in its period.
+        if account == "past" {
+            let mut r = run("lin", "in-past", 1);
+            r["account"] = json!(account);
+            r["started_at"] = json!((from + Duration::days(1)).to_rfc3339());
+            let reply = app.post("/v1/runs", &app.ingest, &r).await;
+            assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        }
         // A job far beyond the 1 MJ limit runs now (forced in).
         let start = json!({"source": "s", "job_id": format!("big-{account}"), "app": "fresh",
                            "nodes": 4, "account": account, "time_limit_s": 86_400,
@@ -254,7 +262,12 @@ async fn a_budget_outside_its_period_neither_commits_nor_refuses() {
             .await
             .body;
         assert_eq!(b["committed_j"], 0.0, "{b:#}");
-        assert_eq!(b["remaining_j"], 1.0e6, "{b:#}");
+        let consumed = if account == "past" { 6.0e5 } else { 0.0 };
+        assert_eq!(b["consumed_j"], consumed, "{b:#}");
+        assert_eq!(b["remaining_j"], 1.0e6 - consumed, "{b:#}");
+        // Nothing burns in it any more (or yet): no date to run out.
+        assert!(b["runs_out_at"].is_null(), "{b:#}");
+        assert_eq!(b["runs_out_within_period"], false, "{b:#}");
         // Today's 1.2 MJ job is neither refused nor counted against it.
         let ask = json!({"app": "lin", "nodes": 2, "account": account});
         let reply = app.post("/v1/admission", &app.schedule, &ask).await;
