@@ -36,9 +36,35 @@ pub fn sig3(x: f64) -> String {
     format!("{x:.digits$}")
 }
 
+/// `x` exactly as given (the shortest digits that read back as it), in
+/// scientific notation outside 1e-4 up to 1e15, where plain digits would run
+/// to hundreds: what a reason quotes back ("got 1e-300", not "got 0.000…").
+pub fn exact(x: f64) -> String {
+    let a = x.abs();
+    if !x.is_finite() || a == 0.0 || (1e-4..1e15).contains(&a) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_values_are_quoted_exactly_and_short() {
+        assert_eq!(exact(1e-300), "1e-300");
+        assert_eq!(exact(-2.5e300), "-2.5e300");
+        assert_eq!(exact(0.1 + 0.2), "0.30000000000000004");
+        assert_eq!(exact(1234.5), "1234.5");
+        assert_eq!(exact(0.0), "0");
+        assert_eq!(
+            exact(f64::MIN_POSITIVE).parse::<f64>(),
+            Ok(f64::MIN_POSITIVE)
+        );
+        assert_eq!(exact(f64::NAN), "NaN");
+    }
 
     #[test]
     fn whole_units_keep_small_and_huge_values_short() {

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::text::exact;
+
 /// One problem with one field of the input, as reported to clients.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
@@ -330,7 +332,7 @@ pub fn allowed_rmse_pct(pct: f64) -> Result<(), String> {
     if pct > 0.0 && pct <= 100.0 {
         Ok(())
     } else {
-        Err(format!("must be in (0, 100] (got {pct})"))
+        Err(format!("must be in (0, 100] (got {})", exact(pct)))
     }
 }
 
@@ -346,9 +348,12 @@ pub fn positive(value: f64) -> Result<(), String> {
     if !value.is_finite() {
         Err("must be a finite number".into())
     } else if value <= 0.0 {
-        Err(format!("must be greater than 0 (got {value})"))
+        Err(format!("must be greater than 0 (got {})", exact(value)))
     } else if !(low..=high).contains(&value) {
-        Err(format!("must be from {low:e} to {high:e} (got {value})"))
+        Err(format!(
+            "must be from {low:e} to {high:e} (got {})",
+            exact(value)
+        ))
     } else {
         Ok(())
     }
@@ -363,7 +368,7 @@ pub fn quality(weight: f64) -> Result<(), String> {
     if (low..=1.0).contains(&weight) {
         Ok(())
     } else {
-        Err(format!("must be from {low:e} to 1 (got {weight})"))
+        Err(format!("must be from {low:e} to 1 (got {})", exact(weight)))
     }
 }
 
@@ -376,7 +381,8 @@ pub fn time_limit(seconds: f64) -> Result<(), String> {
     positive(seconds)?;
     if seconds > MAX_DURATION_S {
         Err(format!(
-            "must be at most {MAX_DURATION_S} s (ten years; got {seconds}); is the unit seconds?"
+            "must be at most {MAX_DURATION_S} s (ten years; got {}); is the unit seconds?",
+            exact(seconds)
         ))
     } else {
         Ok(())

@@ -164,7 +164,10 @@ impl AskInput {
             if !(t.is_finite() && t > 0.0 && t <= MAX_P) {
                 errors.add(
                     &format!("targets[{k}]"),
-                    format!("must be positive and at most {MAX_P:e} (got {t})"),
+                    format!(
+                        "must be positive and at most {MAX_P:e} (got {})",
+                        crate::text::exact(t)
+                    ),
                 );
             }
         }

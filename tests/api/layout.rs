@@ -201,7 +201,7 @@ fn dependencies_point_one_way() {
         ("model", &["domain", "model"]),
         ("store", &["store", "model", "config", "domain"]),
         ("hostlist.rs", &["hostlist", "validate"]),
-        ("validate.rs", &["validate", "hostlist", "domain"]),
+        ("validate.rs", &["validate", "hostlist", "domain", "text"]),
         ("text.rs", &[]),
         (
             "service",

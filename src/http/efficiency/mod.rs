@@ -23,6 +23,7 @@ use crate::http::extract::AppPath;
 use crate::model::efficiency::{self as factors};
 use crate::service::apps;
 use crate::service::efficiency::{self, MeasurementRow, NewMeasurement};
+use crate::text::exact;
 use crate::validate::{self, Errors};
 
 /// The region of measurements that name none.
@@ -113,7 +114,7 @@ pub struct Stored {
 
 fn factor(errors: &mut Errors, field: &str, value: f64) {
     if !(value > 0.0 && value <= 1.0) {
-        errors.add(field, format!("must be in (0, 1] (got {value})"));
+        errors.add(field, format!("must be in (0, 1] (got {})", exact(value)));
     }
 }
 
@@ -188,7 +189,7 @@ fn check(input: MeasurementsInput) -> Result<Vec<NewMeasurement>, Vec<validate::
                 {
                     errors.add(
                         &format!("{}[{i}]", at("compute_times")),
-                        format!("must be a finite time ≥ 0 (got {t})"),
+                        format!("must be a finite time ≥ 0 (got {})", exact(*t)),
                     );
                     None
                 } else {

@@ -24,6 +24,7 @@ use crate::extrap::Series;
 use crate::model::expectation;
 use crate::model::pmnf::Shape;
 use crate::model::search::{self, SearchError};
+use crate::text::exact;
 use crate::validate::{Errors, FieldError};
 
 /// Most values (repetitions included) in a stateless search.
@@ -138,7 +139,7 @@ fn request_series(
                 let (low, high) = search::P_RANGE;
                 errors.add(
                     &format!("points[{k}].p"),
-                    format!("must be from {low:e} to {high:e} (got {p})"),
+                    format!("must be from {low:e} to {high:e} (got {})", exact(*p)),
                 );
             }
             if values.is_empty() {
@@ -149,8 +150,9 @@ fn request_series(
                     errors.add(
                         &format!("points[{k}].values[{r}]"),
                         format!(
-                            "must be finite and at most {:e} in magnitude (got {v})",
-                            search::VALUE_LIMIT
+                            "must be finite and at most {:e} in magnitude (got {})",
+                            search::VALUE_LIMIT,
+                            exact(*v)
                         ),
                     );
                 }
