@@ -306,6 +306,45 @@ impl<'a> Row<'a> {
     }
 }
 
+/// The header's columns, and whether its lines end with a `|`.
+fn read_header(
+    line: usize,
+    header: &str,
+    app_from: AppFrom,
+) -> Result<(Columns, bool), HeaderError> {
+    let header = header.trim_start_matches('\u{feff}');
+    // `sacct --parsable` ends every line, the header included, with a `|`.
+    let trailing_bar = header.ends_with('|');
+    let header = header.strip_suffix('|').unwrap_or(header);
+    Ok((Columns::from_header(line, header, app_from)?, trailing_bar))
+}
+
+/// Where a long input may be cut into parts imported one after another (the
+/// command line's import of a large file): before a job's line, never
+/// before a step's, so that each job keeps its steps (and their energy).
+pub struct JobStarts {
+    job_id: usize,
+}
+
+impl JobStarts {
+    /// From the input's header line (`line`, 1-based), as `parse` reads it.
+    pub fn new(line: usize, header: &str, app_from: AppFrom) -> Result<Self, HeaderError> {
+        let (columns, _) = read_header(line, header, app_from)?;
+        Ok(Self {
+            job_id: columns.job_id,
+        })
+    }
+
+    /// Whether a data line is a job's: its JobID is not empty and names no
+    /// step (`81001`, `4567_1`; not `81001.batch`).
+    pub fn at(&self, line: &str) -> bool {
+        line.split('|')
+            .nth(self.job_id)
+            .map(str::trim)
+            .is_some_and(|id| !id.is_empty() && !id.contains('.'))
+    }
+}
+
 /// Read `sacct --parsable2` output. Only a missing or incomplete header is an
 /// error; every other problem skips its line, with the reason.
 pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
@@ -317,11 +356,7 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
     let Some((header_line, header)) = lines.next() else {
         return Err(HeaderError::Empty);
     };
-    let header = header.trim_start_matches('\u{feff}');
-    // `sacct --parsable` ends every line, the header included, with a `|`.
-    let trailing_bar = header.ends_with('|');
-    let header = header.strip_suffix('|').unwrap_or(header);
-    let columns = Columns::from_header(header_line, header, options.app_from)?;
+    let (columns, trailing_bar) = read_header(header_line, header, options.app_from)?;
 
     let mut parsed = Parsed {
         records: Vec::new(),
@@ -686,6 +721,59 @@ mod tests {
 
     fn utc(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
+    }
+
+    /// Parsed in parts cut before each job's line (the header repeated, line
+    /// numbers carried over), the fixtures give what they give whole: the
+    /// same runs, energies from steps included, and the same skipped lines.
+    #[test]
+    fn parts_cut_at_job_lines_parse_as_the_whole() {
+        for text in [CLUSTER, REORDERED] {
+            let whole = parse_default(text);
+            let lines: Vec<&str> = text.lines().collect();
+            let starts = JobStarts::new(1, lines[0], AppFrom::JobName).unwrap();
+            let mut cuts: Vec<usize> = (2..lines.len()).filter(|&i| starts.at(lines[i])).collect();
+            cuts.push(lines.len());
+            assert!(cuts.len() > 4, "{cuts:?}");
+            let (mut records, mut skipped, mut steps) = (Vec::new(), Vec::new(), 0);
+            let mut from = 1;
+            for to in cuts {
+                let part = std::iter::once(lines[0])
+                    .chain(lines[from..to].iter().copied())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let parsed = parse_default(&part);
+                // Line k of the part is line from + k - 1 of the whole.
+                let moved = |line: usize| line + from - 1;
+                records.extend(parsed.records.into_iter().map(|mut r| {
+                    r.line = moved(r.line);
+                    r
+                }));
+                skipped.extend(parsed.skipped.into_iter().map(|mut s| {
+                    s.line = moved(s.line);
+                    s
+                }));
+                steps += parsed.steps;
+                from = to;
+            }
+            assert_eq!(format!("{records:?}"), format!("{:?}", whole.records));
+            assert_eq!(skipped, whole.skipped);
+            assert_eq!(steps, whole.steps);
+        }
+        // A step's line is not a job's; nor is a line without a JobID.
+        let starts = JobStarts::new(1, "State|JobID|", AppFrom::JobName);
+        assert!(starts.is_err(), "JobName and ConsumedEnergyRaw are missing");
+        let starts = JobStarts::new(
+            1,
+            "JobName|JobID|State|ConsumedEnergyRaw|",
+            AppFrom::JobName,
+        )
+        .unwrap();
+        assert!(starts.at("a|81|COMPLETED|5|"));
+        assert!(starts.at("a|4567_1|COMPLETED|5|"));
+        assert!(!starts.at("a|81.extern|COMPLETED|5|"));
+        assert!(!starts.at("a| |COMPLETED|5|"));
+        assert!(!starts.at("a"));
     }
 
     const HEADER: &str = "JobID|JobName|NNodes|State|ElapsedRaw|ConsumedEnergyRaw";

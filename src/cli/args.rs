@@ -149,6 +149,12 @@ pub struct SacctArgs {
     /// Skipped lines listed at most (all are counted).
     #[arg(long, default_value_t = 50)]
     pub show_skipped: usize,
+    /// Data lines read and imported at a time (cut before a job's line, so
+    /// each job keeps its steps): memory grows with this, not the file. A
+    /// JobID repeated in another part is taken as already stored (or in
+    /// conflict), not as a repeated line.
+    #[arg(long, default_value = "50000")]
+    pub lines_per_segment: std::num::NonZeroUsize,
 }
 
 #[derive(Debug, Subcommand)]

@@ -246,3 +246,58 @@ async fn the_command_line_imports_a_file_and_standard_input() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("empty"));
 }
+
+/// The command line imports a file a part at a time, cut before job lines:
+/// one data line per part stores what the whole file stores (energies taken
+/// from steps included), with the same summary and the file's line numbers.
+#[tokio::test]
+async fn the_command_line_imports_in_parts_as_a_whole() {
+    let bin = env!("CARGO_BIN_EXE_joulecast");
+    let mut stored = Vec::new();
+    for per_part in ["50000", "1"] {
+        let url = fresh_database_url().await;
+        let output = Command::new(bin)
+            .args(["import", "sacct", FIXTURE, "--database-url", &url])
+            .args(["--lines-per-segment", per_part, "--show-skipped", "100"])
+            .env("JOULECAST_LOG", "warn")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        let runs: Vec<(String, String, i32, f64, f64)> = sqlx::query_as(
+            "SELECT source, job_id, nodes, energy_j, avg_power_w FROM runs ORDER BY source, job_id",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        stored.push((stdout, runs));
+    }
+    let (whole, parts) = (&stored[0], &stored[1]);
+    assert!(
+        whole
+            .0
+            .starts_with("44 lines: 11 runs stored, 0 already stored, 7 skipped, 26 job steps"),
+        "{}",
+        whole.0
+    );
+    assert_eq!(parts.0, whole.0);
+    assert!(
+        parts.0.contains("line 24 (81008): state FAILED"),
+        "{}",
+        parts.0
+    );
+    assert_eq!(parts.1.len(), 11);
+    assert_eq!(parts.1, whole.1);
+    // 81005's energy is its extern step's, on the next line.
+    assert!(
+        parts.1.iter().any(|r| r.1 == "81005" && r.3 == 3_696_000.0),
+        "{:?}",
+        parts.1
+    );
+}
