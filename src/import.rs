@@ -168,13 +168,19 @@ pub async fn sacct(
     Ok(summary)
 }
 
-/// The node names a parsed run's list would expand to (0 when it does not
-/// parse: that run is refused on its own).
+/// The node names a parsed run's list would expand to; 0 when it does not
+/// parse or names more than one list may (`hostlist::MAX_HOSTS`): that run
+/// is refused on its own, and must not make the whole import too large.
 fn names_in(run: &RunDraft) -> u64 {
-    match &run.node_list {
+    let names = match &run.node_list {
         Some(NodeListDraft::Hostlist(list)) => crate::hostlist::count(list).unwrap_or(0),
         Some(NodeListDraft::Names(names)) => names.len() as u64,
         None => 0,
+    };
+    if names > crate::hostlist::MAX_HOSTS as u64 {
+        0
+    } else {
+        names
     }
 }
 

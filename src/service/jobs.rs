@@ -10,7 +10,7 @@ use super::admission::{
     Admission, Asked, Candidate, CheckedShape, JobShape, count_decision, decide,
 };
 use super::predictions::{AggregateName, Consistent, NodeScope, check_registered, node_answers};
-use super::runs::store_one;
+use super::runs::{RunStatus, store_one};
 use super::{Error, Result, Service, apps};
 use crate::domain::ReservedBasis;
 use crate::ingest::{self, NodeListDraft, NodeListSchema, RunDraft};
@@ -284,6 +284,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
         // the admission lock, so each sees the jobs stored before it.
         let mut tx = service.pool.begin().await?;
         let lock = store::power::lock_admission(&mut *tx).await?;
+        let mut replaced_app = None;
         if let Some(row) = store::jobs::get(&mut *tx, &source, &job_id).await? {
             // The same start again (a retry) is answered with the job as
             // stored. A later attempt (a requeue, whose earlier attempt's end
@@ -296,7 +297,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
                     created: false,
                 });
             }
-            store::jobs::delete_attempt(&mut tx, &lock, &source, &job_id).await?;
+            replaced_app = store::jobs::delete_attempt(&mut tx, &lock, &source, &job_id).await?;
         }
         // Under the lock, a run stored meanwhile, or an end reported before this
         // start arrived, is seen: the job would otherwise never be released.
@@ -363,8 +364,19 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             time_limit_s: input.time_limit_s,
         };
         let (row, created) = store::jobs::insert(&mut tx, &lock, &job).await?;
+        // A requeue under another application's name leaves the earlier
+        // one's, if it was created for that attempt alone, unused.
+        let removed = match replaced_app {
+            Some(old) if old != app.id => {
+                store::apps::remove_if_unused(&mut tx, &lock, &[old]).await?
+            }
+            _ => Vec::new(),
+        };
         tx.commit().await?;
         service.caches.forget_load();
+        for tag in &removed {
+            service.caches.forget_app(tag);
+        }
         if created {
             // A start reported again was counted the first time.
             count_decision(Asked::JobStart { stored: true }, &admission);
@@ -514,7 +526,7 @@ pub async fn list(
 /// What was measured when a job ended: any two of energy, power and
 /// duration, or one of energy and power (the duration is then the time from
 /// the job's start to `ended_at`). Without `ended_at`, the end is the start
-/// plus a given duration, else now.
+/// plus the duration, given or `energy_j` over `avg_power_w`; else now.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FinishInput {
@@ -623,9 +635,10 @@ pub async fn finish(
     let stored = store_one(service, run, "this job").await;
     service.caches.forget_load();
     let (finished, id) = match stored {
-        Ok((_, id)) => (true, id),
+        Ok((status, id)) => (status == RunStatus::Created, id),
         // The same report sent again while the first was being stored (a
-        // retry): it differs only in what each filled in from its own "now".
+        // retry): identical (above), or different only in what each filled
+        // in from its own "now".
         Err(Error::Conflict { errors, .. }) if errors.iter().all(|e| !sent(&e.field)) => {
             let id = store::runs::id_by_key(&service.pool, source, job_id)
                 .await?

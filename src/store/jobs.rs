@@ -222,20 +222,24 @@ pub async fn release_finished(
 }
 
 /// Remove the running attempt of `(source, job_id)` that a later attempt
-/// (a requeue) replaces, notifying the change. Its application stays: the
-/// new attempt is stored in the same transaction.
+/// (a requeue) replaces, notifying the change; its application's id, if
+/// there was one. The application is left: the caller stores the new
+/// attempt in the same transaction, then removes the old attempt's
+/// application if that is another and now unused.
 pub async fn delete_attempt(
     conn: &mut PgConnection,
     _: &AdmissionLock,
     source: &str,
     job_id: &str,
-) -> sqlx::Result<()> {
-    sqlx::query("DELETE FROM jobs WHERE source = $1 AND job_id = $2")
-        .bind(source)
-        .bind(job_id)
-        .execute(&mut *conn)
-        .await?;
-    notify::send(&mut *conn, &Change::Load).await
+) -> sqlx::Result<Option<i64>> {
+    let app =
+        sqlx::query_scalar("DELETE FROM jobs WHERE source = $1 AND job_id = $2 RETURNING app_id")
+            .bind(source)
+            .bind(job_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    notify::send(&mut *conn, &Change::Load).await?;
+    Ok(app)
 }
 
 /// Remove a job (notifying the change), and its application if that is left

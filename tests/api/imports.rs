@@ -179,6 +179,15 @@ async fn an_import_naming_too_many_nodes_is_refused_whole() {
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     assert_eq!(reply.body["created"], 2, "{:#}", reply.body);
     assert_eq!(app.run_count().await, 2);
+
+    // A list longer than any one run may have is that run's fault alone: it
+    // is skipped, and the rest is imported.
+    let one_bad = sacct(&[(4, "z[0000000-0999999]", 1_000_000), (5, "k2", 1)]);
+    let reply = import(&app, "", &app.ingest, &one_bad).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["created"], 1, "{:#}", reply.body);
+    assert_eq!(skipped_lines(&reply.body), [2], "{:#}", reply.body);
+    assert_eq!(app.run_count().await, 3);
 }
 
 #[tokio::test]

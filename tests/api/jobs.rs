@@ -395,7 +395,7 @@ async fn late_and_repeated_finishes_are_taken() {
     let app = TestApp::new().await;
     with_history(&app).await;
     let started = Utc::now() - Duration::hours(2);
-    for job in ["late", "twice"] {
+    for job in ["late", "twice", "exact"] {
         let body = json!({"source": "slurm", "job_id": job, "app": "lin", "nodes": 2,
                           "started_at": started.to_rfc3339()});
         let reply = app.post("/v1/jobs", &app.schedule, &body).await;
@@ -416,30 +416,64 @@ async fn late_and_repeated_finishes_are_taken() {
     let expected = joulecast::validate::as_stored(started) + Duration::seconds(600);
     assert_eq!(ended, expected, "{run:#}");
 
-    let mut tasks = Vec::new();
-    for _ in 0..6 {
-        let app = app.clone();
-        tasks.push(tokio::spawn(async move {
-            app.post(
-                "/v1/jobs/slurm/twice/finish",
-                &app.schedule,
-                &json!({"energy_j": 5_000_000.0}),
-            )
-            .await
-        }));
+    // One report filled in from "now", and one given whole (the same run
+    // exactly, whichever is stored first).
+    let whole = (started + Duration::seconds(900)).to_rfc3339();
+    for (job, body) in [
+        ("twice", json!({"energy_j": 5_000_000.0})),
+        (
+            "exact",
+            json!({"energy_j": 1_800_000.0, "avg_power_w": 2000.0, "ended_at": whole}),
+        ),
+    ] {
+        let mut tasks = Vec::new();
+        for _ in 0..6 {
+            let (app, body) = (app.clone(), body.clone());
+            tasks.push(tokio::spawn(async move {
+                let path = format!("/v1/jobs/slurm/{job}/finish");
+                app.post(&path, &app.schedule, &body).await
+            }));
+        }
+        let mut statuses = Vec::new();
+        for task in tasks {
+            let reply = task.await.unwrap();
+            assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+            statuses.push(reply.body["status"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(
+            statuses.iter().filter(|s| *s == "finished").count(),
+            1,
+            "{job}: {statuses:?}"
+        );
     }
-    let mut statuses = Vec::new();
-    for task in tasks {
-        let reply = task.await.unwrap();
-        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-        statuses.push(reply.body["status"].as_str().unwrap().to_owned());
-    }
-    assert_eq!(
-        statuses.iter().filter(|s| *s == "finished").count(),
-        1,
-        "{statuses:?}"
-    );
-    assert_eq!(app.run_count().await, 5 + 2);
+    assert_eq!(app.run_count().await, 5 + 3);
+}
+
+/// A requeue reported under another application's name replaces the
+/// earlier attempt, and the application created for that attempt alone goes
+/// with it (it was left without runs or jobs, never removed).
+#[tokio::test]
+async fn a_requeue_under_another_name_removes_the_first_names_application() {
+    let app = TestApp::new().await;
+    let start = |name: &str, minutes_ago: i64| {
+        json!({"source": "slurm", "job_id": "r1", "app": name, "nodes": 1,
+               "started_at": (Utc::now() - Duration::minutes(minutes_ago)).to_rfc3339()})
+    };
+    let reply = app
+        .post("/v1/jobs", &app.schedule, &start("draft-name", 30))
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let reply = app.get("/v1/apps/draft-name", &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let reply = app
+        .post("/v1/jobs", &app.schedule, &start("final-name", 5))
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["app"], "final-name", "{:#}", reply.body);
+    let reply = app.get("/v1/apps/draft-name", &app.read).await;
+    assert_eq!(reply.status, StatusCode::NOT_FOUND, "{:#}", reply.body);
+    let reply = app.get("/v1/apps/final-name", &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
 }
 
 /// A job whose end is never reported stops counting at its time limit plus
