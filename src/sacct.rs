@@ -124,6 +124,10 @@ pub struct Options {
     pub source: Option<String>,
     /// The offset of the local times in `Start` and `End` from UTC.
     pub utc_offset: FixedOffset,
+    /// The line number of the text's first line: 1, or more when the text
+    /// is a part of a longer input (its header then stands in for the line
+    /// before the part), so that every number reported is the input's.
+    pub first_line: usize,
 }
 
 impl Default for Options {
@@ -133,6 +137,7 @@ impl Default for Options {
             states: vec!["COMPLETED".to_owned()],
             source: None,
             utc_offset: Utc.fix(),
+            first_line: 1,
         }
     }
 }
@@ -172,6 +177,7 @@ impl Options {
             states,
             source,
             utc_offset,
+            first_line: 1,
         })
     }
 }
@@ -335,13 +341,18 @@ impl JobStarts {
         })
     }
 
-    /// Whether a data line is a job's: its JobID is not empty and names no
+    /// The JobID of a job's data line: one that is not empty and names no
     /// step (`81001`, `4567_1`; not `81001.batch`).
-    pub fn at(&self, line: &str) -> bool {
+    pub fn job<'l>(&self, line: &'l str) -> Option<&'l str> {
         line.split('|')
             .nth(self.job_id)
             .map(str::trim)
-            .is_some_and(|id| !id.is_empty() && !id.contains('.'))
+            .filter(|id| !id.is_empty() && !id.contains('.'))
+    }
+
+    /// Whether a data line is a job's.
+    pub fn at(&self, line: &str) -> bool {
+        self.job(line).is_some()
     }
 }
 
@@ -351,7 +362,7 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
     let mut lines = text
         .lines()
         .enumerate()
-        .map(|(i, line)| (i + 1, line))
+        .map(|(i, line)| (i + options.first_line, line))
         .filter(|(_, line)| !line.trim().is_empty());
     let Some((header_line, header)) = lines.next() else {
         return Err(HeaderError::Empty);
@@ -723,16 +734,35 @@ mod tests {
         s.parse().unwrap()
     }
 
-    /// Parsed in parts cut before each job's line (the header repeated, line
-    /// numbers carried over), the fixtures give what they give whole: the
-    /// same runs, energies from steps included, and the same skipped lines.
+    /// Parsed in parts cut before each job's line (but not between lines of
+    /// one JobID: `sacct --duplicates`), the header repeated and numbered as
+    /// the line before the part, the fixtures give what they give whole: the
+    /// same runs, energies from steps included, and the same skipped lines
+    /// with the same reasons (a repeat names its first line by the input's
+    /// number).
     #[test]
     fn parts_cut_at_job_lines_parse_as_the_whole() {
-        for text in [CLUSTER, REORDERED] {
+        // 81004 again, right after its first record's steps.
+        let repeated = CLUSTER.replacen(
+            "4567_1|",
+            "81004|cp2k|chem01|compute|1|cn005|COMPLETED|2026-03-02T11:40:00|\
+             2026-03-02T11:55:00|900|468000|hawk\n4567_1|",
+            1,
+        );
+        for text in [CLUSTER, REORDERED, &repeated] {
             let whole = parse_default(text);
             let lines: Vec<&str> = text.lines().collect();
             let starts = JobStarts::new(1, lines[0], AppFrom::JobName).unwrap();
-            let mut cuts: Vec<usize> = (2..lines.len()).filter(|&i| starts.at(lines[i])).collect();
+            let mut cuts = Vec::new();
+            let mut last = None;
+            for (i, line) in lines.iter().enumerate().skip(2) {
+                if let Some(job) = starts.job(line) {
+                    if last != Some(job) {
+                        cuts.push(i);
+                    }
+                    last = Some(job);
+                }
+            }
             cuts.push(lines.len());
             assert!(cuts.len() > 4, "{cuts:?}");
             let (mut records, mut skipped, mut steps) = (Vec::new(), Vec::new(), 0);
@@ -742,17 +772,14 @@ mod tests {
                     .chain(lines[from..to].iter().copied())
                     .collect::<Vec<_>>()
                     .join("\n");
-                let parsed = parse_default(&part);
-                // Line k of the part is line from + k - 1 of the whole.
-                let moved = |line: usize| line + from - 1;
-                records.extend(parsed.records.into_iter().map(|mut r| {
-                    r.line = moved(r.line);
-                    r
-                }));
-                skipped.extend(parsed.skipped.into_iter().map(|mut s| {
-                    s.line = moved(s.line);
-                    s
-                }));
+                // lines[from] is line from + 1: the header stands for line from.
+                let options = Options {
+                    first_line: from,
+                    ..Options::default()
+                };
+                let parsed = parse(&part, &options).unwrap();
+                records.extend(parsed.records);
+                skipped.extend(parsed.skipped);
                 steps += parsed.steps;
                 from = to;
             }
@@ -760,6 +787,13 @@ mod tests {
             assert_eq!(skipped, whole.skipped);
             assert_eq!(steps, whole.steps);
         }
+        assert!(
+            parse_default(&repeated)
+                .skipped
+                .iter()
+                .any(|s| s.reason.contains("81004 appears again (first on line 14)")),
+            "the repeat is there to be found"
+        );
         // A step's line is not a job's; nor is a line without a JobID.
         let starts = JobStarts::new(1, "State|JobID|", AppFrom::JobName);
         assert!(starts.is_err(), "JobName and ConsumedEnergyRaw are missing");

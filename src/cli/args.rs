@@ -150,9 +150,10 @@ pub struct SacctArgs {
     #[arg(long, default_value_t = 50)]
     pub show_skipped: usize,
     /// Data lines read and imported at a time (cut before a job's line, so
-    /// each job keeps its steps): memory grows with this, not the file. A
-    /// JobID repeated in another part is taken as already stored (or in
-    /// conflict), not as a repeated line.
+    /// each job keeps its steps, and not between consecutive records of one
+    /// JobID): memory grows with this, not the file. A JobID repeated further
+    /// on, in another part, is imported on its own (see the operations
+    /// guide).
     #[arg(long, default_value = "50000")]
     pub lines_per_segment: std::num::NonZeroUsize,
 }

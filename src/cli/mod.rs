@@ -163,6 +163,17 @@ async fn serve(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<ExitCode
     })
 }
 
+/// What the parts of a long sacct input did, together.
+#[derive(Default)]
+struct Total {
+    /// The sums; of the skipped lines, the first few only (and no `apps`:
+    /// not shown).
+    summary: crate::import::Summary,
+    /// Every skipped line, counted.
+    skipped: usize,
+    parts: usize,
+}
+
 /// Part of a long sacct input: the header, then data lines from `first`.
 struct Part {
     text: String,
@@ -189,44 +200,42 @@ impl Part {
         self.lines += 1;
     }
 
-    /// Import the part and add what it did to `summary`, with the input's
-    /// line numbers; the bar reaches `read` bytes when it is stored.
+    /// Import the part and add what it did to `total`, keeping the first
+    /// `keep` skipped lines; the bar reaches `read` bytes when it is stored.
     async fn import(
         self,
         pool: &PgPool,
         options: &crate::sacct::Options,
-        summary: &mut crate::import::Summary,
+        total: &mut Total,
+        keep: usize,
         bar: &indicatif::ProgressBar,
         read: u64,
     ) -> anyhow::Result<()> {
+        // The header stands for the line before the part: every line number
+        // reported, in reasons too, is the input's.
+        let options = crate::sacct::Options {
+            first_line: self.first.max(2) - 1,
+            ..options.clone()
+        };
         let before = bar.position();
-        let part = crate::import::sacct(pool, &self.text, options, None, |done, total| {
-            let share = if total == 0 {
+        let part = crate::import::sacct(pool, &self.text, &options, None, |done, all| {
+            let share = if all == 0 {
                 1.0
             } else {
-                done as f64 / total as f64
+                done as f64 / all as f64
             };
             bar.set_position(before + (share * (read - before) as f64) as u64);
         })
         .await?;
-        // Line k of the part (the header is its line 1) is the input's
-        // line first + k - 2.
-        let moved = |line: usize| line + self.first.max(2) - 2;
+        let summary = &mut total.summary;
         summary.lines += part.lines;
         summary.steps += part.steps;
         summary.created += part.created;
         summary.duplicate += part.duplicate;
-        summary
-            .skipped
-            .extend(part.skipped.into_iter().map(|mut skipped| {
-                skipped.line = moved(skipped.line);
-                skipped
-            }));
-        for app in part.apps {
-            if !summary.apps.contains(&app) {
-                summary.apps.push(app);
-            }
-        }
+        total.skipped += part.skipped.len();
+        let room = keep.saturating_sub(summary.skipped.len());
+        summary.skipped.extend(part.skipped.into_iter().take(room));
+        total.parts += 1;
         bar.set_position(read);
         Ok(())
     }
@@ -301,50 +310,63 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
         };
         let starts = crate::sacct::JobStarts::new(header_line, &header, options.app_from)
             .map_err(crate::import::ImportError::from)?;
-        let mut summary = crate::import::Summary::default();
+        let mut total = Total::default();
         let mut part = Part::new(&header);
         let mut read = header.len() as u64 + 1;
+        let mut last_job = String::new();
         for line in lines {
             let (number, line) = line.with_context(|| format!("reading {what}"))?;
-            if part.lines >= args.lines_per_segment.get() && starts.at(&line) {
-                part.import(&db.pool, &options, &mut summary, &bar, read)
+            if let Some(job) = starts.job(&line) {
+                if part.lines >= args.lines_per_segment.get() && job != last_job {
+                    part.import(
+                        &db.pool,
+                        &options,
+                        &mut total,
+                        args.show_skipped,
+                        &bar,
+                        read,
+                    )
                     .await?;
-                part = Part::new(&header);
+                    part = Part::new(&header);
+                }
+                job.clone_into(&mut last_job);
             }
             read += line.len() as u64 + 1;
             part.push(number, &line);
         }
-        if part.lines > 0 || summary == crate::import::Summary::default() {
-            part.import(&db.pool, &options, &mut summary, &bar, read)
-                .await?;
+        if part.lines > 0 || total.parts == 0 {
+            part.import(
+                &db.pool,
+                &options,
+                &mut total,
+                args.show_skipped,
+                &bar,
+                read,
+            )
+            .await?;
         }
-        Ok::<_, anyhow::Error>(summary)
+        Ok::<_, anyhow::Error>(total)
     }
     .await;
     bar.finish_and_clear();
     db.close().await;
-    let summary = result?;
+    let Total {
+        summary, skipped, ..
+    } = result?;
     println!(
         "{} lines: {} runs stored, {} already stored, {} skipped, {} job steps",
-        summary.lines,
-        summary.created,
-        summary.duplicate,
-        summary.skipped.len(),
-        summary.steps
+        summary.lines, summary.created, summary.duplicate, skipped, summary.steps
     );
-    for skipped in summary.skipped.iter().take(args.show_skipped) {
+    for line in summary.skipped.iter().take(args.show_skipped) {
         println!(
             "  line {} ({}): {}",
-            skipped.line,
-            skipped.job_id.as_deref().unwrap_or("-"),
-            skipped.reason
+            line.line,
+            line.job_id.as_deref().unwrap_or("-"),
+            line.reason
         );
     }
-    if summary.skipped.len() > args.show_skipped {
-        println!(
-            "  ... and {} more",
-            summary.skipped.len() - args.show_skipped
-        );
+    if skipped > args.show_skipped {
+        println!("  ... and {} more", skipped - args.show_skipped);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -258,16 +258,30 @@ async fn the_command_line_imports_a_file_and_standard_input() {
 
 /// The command line imports a file a part at a time, cut before job lines:
 /// one data line per part stores what the whole file stores (energies taken
-/// from steps included), with the same summary and the file's line numbers.
+/// from steps included), with the same summary and the file's line numbers,
+/// also in reasons. A JobID's records on consecutive lines stay in one part
+/// (the second is a repeat, as in the whole). Only the first skipped lines
+/// are listed, all are counted.
 #[tokio::test]
 async fn the_command_line_imports_in_parts_as_a_whole() {
     let bin = env!("CARGO_BIN_EXE_joulecast");
+    // 81004 again, right after its first record's steps.
+    let text = CLUSTER.replacen(
+        "4567_1|",
+        "81004|cp2k|chem01|compute|1|cn005|COMPLETED|2026-03-02T11:40:00|\
+         2026-03-02T11:55:00|900|468000|hawk\n4567_1|",
+        1,
+    );
+    let file = std::env::temp_dir().join(format!("jc-parts-{}.txt", std::process::id()));
+    std::fs::write(&file, &text).unwrap();
     let mut stored = Vec::new();
-    for per_part in ["50000", "1"] {
+    for (per_part, show) in [("50000", "100"), ("1", "100"), ("1", "2")] {
         let url = fresh_database_url().await;
         let output = Command::new(bin)
-            .args(["import", "sacct", FIXTURE, "--database-url", &url])
-            .args(["--lines-per-segment", per_part, "--show-skipped", "100"])
+            .args(["import", "sacct"])
+            .arg(&file)
+            .args(["--database-url", &url, "--lines-per-segment", per_part])
+            .args(["--show-skipped", show])
             .env("JOULECAST_LOG", "warn")
             .output()
             .unwrap();
@@ -287,17 +301,25 @@ async fn the_command_line_imports_in_parts_as_a_whole() {
         pool.close().await;
         stored.push((stdout, runs));
     }
-    let (whole, parts) = (&stored[0], &stored[1]);
+    std::fs::remove_file(&file).unwrap();
+    let (whole, parts, short) = (&stored[0], &stored[1], &stored[2]);
     assert!(
         whole
             .0
-            .starts_with("44 lines: 11 runs stored, 0 already stored, 7 skipped, 26 job steps"),
+            .starts_with("45 lines: 11 runs stored, 0 already stored, 8 skipped, 26 job steps"),
+        "{}",
+        whole.0
+    );
+    assert!(
+        whole
+            .0
+            .contains("line 16 (81004): JobID 81004 appears again (first on line 14)"),
         "{}",
         whole.0
     );
     assert_eq!(parts.0, whole.0);
     assert!(
-        parts.0.contains("line 24 (81008): state FAILED"),
+        parts.0.contains("line 25 (81008): state FAILED"),
         "{}",
         parts.0
     );
@@ -309,4 +331,13 @@ async fn the_command_line_imports_in_parts_as_a_whole() {
         "{:?}",
         parts.1
     );
+    // Two listed, eight counted.
+    let listed: Vec<&str> = short.0.lines().skip(1).collect();
+    assert_eq!(listed.len(), 3, "{}", short.0);
+    assert_eq!(
+        listed[..2],
+        whole.0.lines().skip(1).take(2).collect::<Vec<_>>()[..]
+    );
+    assert_eq!(listed[2], "  ... and 6 more");
+    assert_eq!(short.0.lines().next(), whole.0.lines().next());
 }
