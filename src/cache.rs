@@ -393,8 +393,11 @@ impl Caches {
         self.forget_load();
     }
 
-    pub fn load(&self) -> Option<Arc<Load>> {
-        counted(Lookup::Load, self.load.fresh(&()))
+    /// The load, if one is cached and every reservation in it is still in
+    /// force at `now` (`Load::current_at`); else a miss.
+    pub fn load(&self, now: DateTime<Utc>) -> Option<Arc<Load>> {
+        let fresh = self.load.fresh(&()).filter(|load| load.current_at(now));
+        counted(Lookup::Load, fresh)
     }
 
     /// The load as last read, however long ago: outages only.
@@ -590,17 +593,17 @@ mod tests {
         caches.apply(&Change::Nodes.payload());
         caches.put_load(load(), read_at);
         caches.put_node_powers(("w".into(), None), None, read_at);
-        assert!(caches.load().is_none());
+        assert!(caches.load(Utc::now()).is_none());
         assert!(caches.node_powers(&("w".into(), None)).is_none());
         // Any invalidation counts, whichever map it names.
         let read_at = caches.generation();
         caches.apply("app:other");
         caches.put_load(load(), read_at);
-        assert!(caches.load().is_none());
+        assert!(caches.load(Utc::now()).is_none());
         caches.put_load(load(), caches.generation());
-        assert!(caches.load().is_some());
+        assert!(caches.load(Utc::now()).is_some());
         caches.apply(&Change::Load.payload());
-        assert!(caches.load().is_none());
+        assert!(caches.load(Utc::now()).is_none());
     }
 
     #[test]

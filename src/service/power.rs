@@ -130,9 +130,7 @@ pub async fn registry(service: &Service) -> Result<Arc<Load>> {
 }
 
 async fn read_load(service: &Service, stale_in_outage: bool) -> Result<Arc<Load>> {
-    if let Some(load) = service.caches.load()
-        && load.current_at(Utc::now())
-    {
+    if let Some(load) = service.caches.load(Utc::now()) {
         return Ok(load);
     }
     let stale = || {
