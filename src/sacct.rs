@@ -312,6 +312,12 @@ impl<'a> Row<'a> {
     }
 }
 
+/// Whether a line holds nothing to read: white space, or a byte-order mark
+/// alone (an editor's, before a blank first line).
+pub fn blank(line: &str) -> bool {
+    line.trim_start_matches('\u{feff}').trim().is_empty()
+}
+
 /// The header's columns, and whether its lines end with a `|`.
 fn read_header(
     line: usize,
@@ -363,7 +369,7 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
         .lines()
         .enumerate()
         .map(|(i, line)| (i + options.first_line, line))
-        .filter(|(_, line)| !line.trim().is_empty());
+        .filter(|(_, line)| !blank(line));
     let Some((header_line, header)) = lines.next() else {
         return Err(HeaderError::Empty);
     };
@@ -794,6 +800,13 @@ mod tests {
                 .any(|s| s.reason.contains("81004 appears again (first on line 14)")),
             "the repeat is there to be found"
         );
+        // A byte-order mark alone on a first line is a blank line.
+        let marked = parse_default(&format!("\u{feff}\n{CLUSTER}"));
+        let whole = parse_default(CLUSTER);
+        assert_eq!(marked.records.len(), whole.records.len());
+        let lines = |p: &Parsed| p.skipped.iter().map(|s| s.line).collect::<Vec<_>>();
+        let moved: Vec<usize> = lines(&whole).iter().map(|l| l + 1).collect();
+        assert_eq!(lines(&marked), moved);
         // A step's line is not a job's; nor is a line without a JobID.
         let starts = JobStarts::new(1, "State|JobID|", AppFrom::JobName);
         assert!(starts.is_err(), "JobName and ConsumedEnergyRaw are missing");

@@ -268,10 +268,7 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
     } else {
         args.file.display().to_string()
     };
-    let mut lines = input
-        .lines()
-        .enumerate()
-        .map(|(i, line)| line.map(|line| (i + 1, line)));
+    let mut lines = input.lines().enumerate().map(|(i, line)| (i + 1, line));
     let options = crate::sacct::Options::checked(
         args.app_from,
         args.states.iter().map(String::as_str),
@@ -297,9 +294,9 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
         db::migrate(&db.pool).await?;
         // The header: the first line that is not blank.
         let mut header = None;
-        for line in lines.by_ref() {
-            let (number, line) = line.with_context(|| format!("reading {what}"))?;
-            if !line.trim().is_empty() {
+        for (number, line) in lines.by_ref() {
+            let line = line.with_context(|| format!("reading line {number} of {what}"))?;
+            if !crate::sacct::blank(&line) {
                 header = Some((number, line));
                 break;
             }
@@ -314,22 +311,41 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
         let mut part = Part::new(&header);
         let mut read = header.len() as u64 + 1;
         let mut last_job = String::new();
-        for line in lines {
-            let (number, line) = line.with_context(|| format!("reading {what}"))?;
-            if let Some(job) = starts.job(&line) {
-                if part.lines >= args.lines_per_segment.get() && job != last_job {
-                    part.import(
-                        &db.pool,
-                        &options,
-                        &mut total,
-                        args.show_skipped,
-                        &bar,
-                        read,
-                    )
-                    .await?;
-                    part = Part::new(&header);
+        let per_part = args.lines_per_segment.get();
+        let mut unreadable = None;
+        for (number, line) in lines {
+            let line = match line {
+                Ok(line) => line,
+                Err(e) => {
+                    unreadable = Some(anyhow::anyhow!(
+                        "line {number} of {what} cannot be read ({e}); the lines before it \
+                         were imported (above): correct it and import again, what is \
+                         stored already is not stored twice"
+                    ));
+                    break;
                 }
+            };
+            let job = starts.job(&line);
+            // Before a new job's line; or anywhere, past four parts' worth
+            // without one (an input of steps, or of one JobID, only).
+            let cut = match job {
+                Some(job) => part.lines >= per_part && job != last_job,
+                None => part.lines >= per_part.saturating_mul(4),
+            };
+            if let Some(job) = job {
                 job.clone_into(&mut last_job);
+            }
+            if cut {
+                part.import(
+                    &db.pool,
+                    &options,
+                    &mut total,
+                    args.show_skipped,
+                    &bar,
+                    read,
+                )
+                .await?;
+                part = Part::new(&header);
             }
             read += line.len() as u64 + 1;
             part.push(number, &line);
@@ -345,14 +361,17 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
             )
             .await?;
         }
-        Ok::<_, anyhow::Error>(total)
+        Ok::<_, anyhow::Error>((total, unreadable))
     }
     .await;
     bar.finish_and_clear();
     db.close().await;
-    let Total {
-        summary, skipped, ..
-    } = result?;
+    let (
+        Total {
+            summary, skipped, ..
+        },
+        unreadable,
+    ) = result?;
     println!(
         "{} lines: {} runs stored, {} already stored, {} skipped, {} job steps",
         summary.lines, summary.created, summary.duplicate, skipped, summary.steps
@@ -367,6 +386,9 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
     }
     if skipped > args.show_skipped {
         println!("  ... and {} more", skipped - args.show_skipped);
+    }
+    if let Some(error) = unreadable {
+        return Err(error);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -341,3 +341,54 @@ async fn the_command_line_imports_in_parts_as_a_whole() {
     assert_eq!(listed[2], "  ... and 6 more");
     assert_eq!(short.0.lines().next(), whole.0.lines().next());
 }
+
+/// A line that is not UTF-8 stops the command line's import there: what
+/// came before it is imported and summed up, whatever the part size, and
+/// the error names the line; the exit status is a failure.
+#[tokio::test]
+async fn the_command_line_stops_at_an_unreadable_line_and_says_which() {
+    let bin = env!("CARGO_BIN_EXE_joulecast");
+    let good = |job: u32| {
+        format!(
+            "{job}|lammps|chem01|compute|1|cn001|COMPLETED|2026-03-02T08:00:00|2026-03-02T09:00:00|3600|360000|hawk\n"
+        )
+    };
+    let mut bytes = CLUSTER.lines().next().unwrap().as_bytes().to_vec();
+    bytes.push(b'\n');
+    bytes.extend(good(100).as_bytes());
+    bytes.extend(good(200).as_bytes());
+    bytes.extend(good(300).replace("lammps", "lamm\u{1}ps").as_bytes());
+    let bad = bytes.iter().rposition(|&b| b == 1).unwrap();
+    bytes[bad] = 0xff;
+    bytes.extend(good(400).as_bytes());
+    let file = std::env::temp_dir().join(format!("jc-unreadable-{}.txt", std::process::id()));
+    std::fs::write(&file, &bytes).unwrap();
+    for per_part in ["50000", "1"] {
+        let url = fresh_database_url().await;
+        let output = Command::new(bin)
+            .args(["import", "sacct"])
+            .arg(&file)
+            .args(["--database-url", &url, "--lines-per-segment", per_part])
+            .env("JOULECAST_LOG", "warn")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        );
+        assert!(!output.status.success(), "{stdout}{stderr}");
+        assert!(
+            stdout.starts_with("2 lines: 2 runs stored, 0 already stored, 0 skipped"),
+            "{per_part}: {stdout}{stderr}"
+        );
+        assert!(stderr.contains("line 4 of"), "{stderr}");
+        let pool = sqlx::PgPool::connect(&url).await.unwrap();
+        let jobs: Vec<String> = sqlx::query_scalar("SELECT job_id FROM runs ORDER BY job_id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        assert_eq!(jobs, ["100", "200"], "{per_part}");
+    }
+    std::fs::remove_file(&file).unwrap();
+}
