@@ -40,9 +40,13 @@
 //! An array task (`123_4`) and a heterogeneous job component (`123+0`) are
 //! jobs in their own right, keyed by their full JobID.
 //!
-//! When one job is listed on several lines, the first line is the job and
-//! every later one is skipped ("JobID 123 appears again (first on line 5)"),
-//! whatever became of the first. A job is its JobID on its source (below):
+//! When one job is listed on several lines, the first line in an imported
+//! state is the job and every later one is skipped ("JobID 123 appears
+//! again (first on line 5)"), whatever became of the first after that.
+//! Lines in other states are skipped for their state and claim nothing:
+//! `sacct --duplicates` lists a requeued job's earlier attempts (REQUEUED,
+//! NODE_FAIL) before the one that completed, which is the run. A job is its
+//! JobID on its source (below):
 //! `sacct --clusters` numbers jobs per cluster, so the same JobID on two
 //! clusters is two jobs, and a step belongs to the job of its own cluster.
 //!
@@ -447,16 +451,19 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
             reason,
         };
         let source = source_of(row, &columns, options);
+        // A record in a state not imported (a requeued attempt listed by
+        // `sacct --duplicates`) does not claim the JobID: the attempt that
+        // completed is the run.
+        if let Err(reason) = check_state(row.get(columns.state), &states) {
+            parsed.skipped.push(skip(reason));
+            continue;
+        }
         if let Some(&first) = first_line.get(&(source, job_id)) {
             let reason = format!("JobID {job_id} appears again (first on line {first})");
             parsed.skipped.push(skip(reason));
             continue;
         }
         first_line.insert((source, job_id), row.line);
-        if let Err(reason) = check_state(row.get(columns.state), &states) {
-            parsed.skipped.push(skip(reason));
-            continue;
-        }
         let extern_energy = extern_energy.get(&(cluster, job_id)).copied();
         match job_run(row, &columns, options, extern_energy) {
             Ok(run) => parsed.records.push(Record {
@@ -1309,14 +1316,16 @@ mod tests {
     }
 
     #[test]
-    fn a_jobid_seen_before_is_skipped() {
+    fn a_jobid_seen_before_is_skipped_unless_that_attempt_was_not_imported() {
         let text = format!(
             "{HEADER}\n1|a|1|FAILED|10|100\n2|a|1|COMPLETED|10|100\n1|a|1|COMPLETED|10|100\n\
              2|b|1|COMPLETED|10|200\n"
         );
         let parsed = parse_default(&text);
-        assert_eq!(parsed.records.len(), 1);
+        // Job 1's failed attempt claims nothing: its completed one is the run.
+        assert_eq!(parsed.records.len(), 2);
         assert_eq!(record(&parsed, "2").run.app, "a");
+        assert_eq!(record(&parsed, "1").line, 4);
         let reasons: Vec<(usize, &str)> = parsed
             .skipped
             .iter()
@@ -1326,7 +1335,6 @@ mod tests {
             reasons,
             [
                 (2, "state FAILED is not imported (importing COMPLETED)"),
-                (4, "JobID 1 appears again (first on line 2)"),
                 (5, "JobID 2 appears again (first on line 3)")
             ]
         );
