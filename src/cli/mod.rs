@@ -174,6 +174,15 @@ struct Total {
     parts: usize,
 }
 
+/// Where the parts of a long sacct input go, and how.
+struct Destination<'a> {
+    pool: &'a PgPool,
+    options: &'a crate::sacct::Options,
+    /// Skipped lines kept to be listed.
+    keep: usize,
+    bar: &'a indicatif::ProgressBar,
+}
+
 /// Part of a long sacct input: the header, then data lines from `first`.
 struct Part {
     text: String,
@@ -201,16 +210,20 @@ impl Part {
     }
 
     /// Import the part and add what it did to `total`, keeping the first
-    /// `keep` skipped lines; the bar reaches `read` bytes when it is stored.
+    /// `to.keep` skipped lines; the bar reaches `read` bytes when it is
+    /// stored.
     async fn import(
         self,
-        pool: &PgPool,
-        options: &crate::sacct::Options,
+        to: &Destination<'_>,
         total: &mut Total,
-        keep: usize,
-        bar: &indicatif::ProgressBar,
         read: u64,
     ) -> anyhow::Result<()> {
+        let Destination {
+            pool,
+            options,
+            keep,
+            bar,
+        } = *to;
         // The header stands for the line before the part: every line number
         // reported, in reasons too, is the input's.
         let options = crate::sacct::Options {
@@ -241,17 +254,16 @@ impl Part {
     }
 }
 
-/// On the embedded default's first start (no token exists yet), create an
-/// admin token and write it to a file only its owner can read. The file is
-/// written (durably) before the token is stored: a crash in between leaves no
-/// token, and the next start makes a new one.
 /// `joulecast import sacct`: read the file, import it into the database
 /// (attaching to a running service's embedded cluster), print a summary.
 ///
 /// The file is read and imported a part at a time (`--lines-per-segment`
-/// data lines, cut before a job's line so that each job keeps its steps):
-/// memory follows the part, not the file (before, a file took 16-19 times
-/// its size). Line numbers are the file's.
+/// data lines, cut before a job's line so that each job keeps its steps,
+/// and not between consecutive records of one JobID; past four parts'
+/// worth, anywhere): memory follows the part, not the file (before, a file
+/// took 16-19 times its size). Line numbers are the file's; the skipped
+/// lines listed are the first `--show-skipped`. A line that cannot be read
+/// ends the import after the lines before it, with an error naming it.
 async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<ExitCode> {
     use std::io::BufRead;
 
@@ -307,6 +319,12 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
         };
         let starts = crate::sacct::JobStarts::new(header_line, &header, options.app_from)
             .map_err(crate::import::ImportError::from)?;
+        let to = Destination {
+            pool: &db.pool,
+            options: &options,
+            keep: args.show_skipped,
+            bar: &bar,
+        };
         let mut total = Total::default();
         let mut part = Part::new(&header);
         let mut read = header.len() as u64 + 1;
@@ -328,38 +346,20 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
             let job = starts.job(&line);
             // Before a new job's line; or anywhere, past four parts' worth
             // without one (an input of steps, or of one JobID, only).
-            let cut = match job {
-                Some(job) => part.lines >= per_part && job != last_job,
-                None => part.lines >= per_part.saturating_mul(4),
-            };
+            let cut = part.lines >= per_part.saturating_mul(4)
+                || (part.lines >= per_part && job.is_some_and(|job| job != last_job));
             if let Some(job) = job {
                 job.clone_into(&mut last_job);
             }
             if cut {
-                part.import(
-                    &db.pool,
-                    &options,
-                    &mut total,
-                    args.show_skipped,
-                    &bar,
-                    read,
-                )
-                .await?;
+                part.import(&to, &mut total, read).await?;
                 part = Part::new(&header);
             }
             read += line.len() as u64 + 1;
             part.push(number, &line);
         }
         if part.lines > 0 || total.parts == 0 {
-            part.import(
-                &db.pool,
-                &options,
-                &mut total,
-                args.show_skipped,
-                &bar,
-                read,
-            )
-            .await?;
+            part.import(&to, &mut total, read).await?;
         }
         Ok::<_, anyhow::Error>((total, unreadable))
     }
@@ -393,6 +393,10 @@ async fn import_sacct(global: &GlobalArgs, args: &SacctArgs) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
+/// On the embedded default's first start (no token exists yet), create an
+/// admin token and write it to a file only its owner can read. The file is
+/// written (durably) before the token is stored: a crash in between leaves no
+/// token, and the next start makes a new one.
 async fn bootstrap_admin_token(pool: &PgPool, file: &Path) -> anyhow::Result<()> {
     if store::tokens::count(pool).await? > 0 {
         return Ok(());

@@ -517,14 +517,7 @@ async fn refused_starts_racing_efficiency_measurements_lose_nothing() {
 /// time-to-live (30 s) passed or a job changed.
 #[tokio::test]
 async fn a_reservation_stops_counting_in_admission_when_it_ends() {
-    let app = TestApp::with_settings(joulecast::http::Settings {
-        expiry: joulecast::config::Expiry {
-            grace_s: 0.0,
-            ..Default::default()
-        },
-        ..Default::default()
-    })
-    .await;
+    let app = TestApp::without_grace().await;
     for n in [1, 2, 4, 8] {
         app.ingest(&run("lin", &format!("h{n}"), n)).await;
     }

@@ -187,14 +187,7 @@ async fn metrics_show_each_scope_and_account_as_the_api_does() {
 /// apart while headroom is asked again and again.
 #[tokio::test]
 async fn the_breakdown_adds_up_while_reservations_end() {
-    let app = TestApp::with_settings(joulecast::http::Settings {
-        expiry: joulecast::config::Expiry {
-            grace_s: 0.0,
-            ..Default::default()
-        },
-        ..Default::default()
-    })
-    .await;
+    let app = TestApp::without_grace().await;
     for n in [1, 2, 4] {
         app.ingest(&run("lin", &format!("h{n}"), n)).await;
     }

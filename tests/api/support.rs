@@ -234,6 +234,19 @@ impl TestApp {
         TestApp::with_settings(Settings::default()).await
     }
 
+    /// A service whose reservations end at their time limit exactly (no
+    /// grace), so that tests can watch one end.
+    pub async fn without_grace() -> TestApp {
+        TestApp::with_settings(Settings {
+            expiry: joulecast::config::Expiry {
+                grace_s: 0.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .await
+    }
+
     pub async fn with_settings(settings: Settings) -> TestApp {
         let pool = fresh_pool().await;
         let router = http::router(pool.clone(), settings);
