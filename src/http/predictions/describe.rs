@@ -139,8 +139,9 @@ pub struct HistorySummary {
     pub node_counts: usize,
     pub nodes_min: u32,
     pub nodes_max: u32,
-    /// Relative scatter of repeated runs, per cent, when some node count was
-    /// measured more than once.
+    /// Relative scatter of repeated runs, per cent, when repeated runs give
+    /// it at least two degrees of freedom (two runs beyond the first at one
+    /// node count, or at two counts together): one pair is no estimate.
     pub replicate_noise_pct: Option<f64>,
 }
 
