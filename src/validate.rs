@@ -290,8 +290,13 @@ pub fn name(value: &str) -> Result<(), String> {
 /// microsecond. Times compared before they are stored (an end after its
 /// start, a window's ends) must be compared so, or values that differ by
 /// less than a microsecond pass the check and break the database's rule.
+///
+/// The microseconds are cut from the time's own fraction of a second, which
+/// works for every year (chrono's `duration_trunc` counts nanoseconds in 64
+/// bits, and fails outside 1677–2262, where a cap's window of 0.1 µs then
+/// passed the check and was refused by the database).
 pub fn as_stored(time: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
-    use chrono::{DurationRound, Timelike};
+    use chrono::Timelike;
     let nanos = time.nanosecond();
     let time = match nanos.checked_sub(1_000_000_000) {
         Some(within) => time
@@ -300,7 +305,7 @@ pub fn as_stored(time: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono
             .unwrap_or(time),
         None => time,
     };
-    time.duration_trunc(chrono::Duration::microseconds(1))
+    time.with_nanosecond(time.nanosecond() / 1_000 * 1_000)
         .unwrap_or(time)
 }
 
@@ -434,6 +439,22 @@ pub fn node_power(watts: f64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_cut_to_the_microsecond_in_every_year() {
+        let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        for year in ["0001", "1600", "2026", "3000", "9999"] {
+            assert_eq!(
+                as_stored(at(&format!("{year}-06-01T12:00:00.0000019Z"))),
+                at(&format!("{year}-06-01T12:00:00.000001Z")),
+                "{year}"
+            );
+        }
+        assert_eq!(
+            as_stored(at("2016-12-31T23:59:60.5000004Z")),
+            at("2017-01-01T00:00:00.5Z")
+        );
+    }
 
     #[test]
     fn a_tag_is_checked_once_where_it_enters() {
