@@ -31,6 +31,13 @@ struct Server {
 }
 
 static SERVER: OnceCell<Server> = OnceCell::const_new();
+
+/// The metrics recorder is one per process, shared by every test here. A
+/// test that makes the service count a value the database refused
+/// (`db_values_refused_total`) and the test that checks the fuzzer makes
+/// it count none take turns under this lock: run side by side, the first
+/// failed the second now and then.
+pub static REFUSED_VALUES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 static NEXT_DB: AtomicUsize = AtomicUsize::new(0);
 
 async fn server() -> &'static Server {

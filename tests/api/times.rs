@@ -149,6 +149,7 @@ async fn an_unreserved_job_cannot_have_started_in_the_future() {
 /// rules is the request's fault (400, counted), not the service's (500).
 #[tokio::test]
 async fn a_check_the_database_makes_is_answered_as_bad_input() {
+    let _turn = crate::support::REFUSED_VALUES.lock().await;
     let app = TestApp::new().await;
     let error = sqlx::query("INSERT INTO power_caps (name, limit_w, starts_at, ends_at) VALUES ('x', 1, now(), now() - interval '1 s')")
         .execute(&app.pool)
