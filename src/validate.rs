@@ -293,8 +293,8 @@ pub fn name(value: &str) -> Result<(), String> {
 ///
 /// The microseconds are cut from the time's own fraction of a second, which
 /// works for every year (chrono's `duration_trunc` counts nanoseconds in 64
-/// bits, and fails outside 1677–2262, where a cap's window of 0.1 µs then
-/// passed the check and was refused by the database).
+/// bits, and fails outside 1677–2262, where a cap's window shorter than a
+/// microsecond then passed the check and was refused by the database).
 pub fn as_stored(time: chrono::DateTime<chrono::Utc>) -> chrono::DateTime<chrono::Utc> {
     use chrono::Timelike;
     let nanos = time.nanosecond();

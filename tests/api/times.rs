@@ -67,7 +67,7 @@ async fn an_end_within_the_microsecond_of_its_start_is_refused_naming_the_field(
 
     // Windows of caps and budgets shorter than a microsecond, also past
     // 2262 and before 1677, where time in nanoseconds no longer fits 64 bits
-    // (the fuzzer found a cap refused by the database there).
+    // (such a window there passed the check and the database refused it).
     for (starts_at, ends_at) in [
         (
             "2026-01-01T00:00:00.0000001Z",
