@@ -188,7 +188,8 @@ impl History {
         (dof >= MIN_REPLICATE_DOF).then(|| (sum / dof as f64).sqrt())
     }
 
-    /// The relative noise of a history without repeated runs, from the
+    /// The relative noise of a history whose repeated runs are too few to
+    /// measure it (`replicate_noise`), from the
     /// points alone (Gasser, Sroka and Jennen-Steinmetz, 1986): in (ln n,
     /// ln y) each interior point is compared with the line through its two
     /// neighbours, and the differences, scaled to unit variance under pure
@@ -224,8 +225,8 @@ impl History {
     }
 
     /// The %RMSE that even the true curve has against these points, given the
-    /// replicate noise (or, without repeated runs, the noise estimated from
-    /// neighbouring points): a point averaging r runs scatters by
+    /// replicate noise (or, where repeated runs are too few to give it, the
+    /// noise estimated from neighbouring points): a point averaging r runs scatters by
     /// noise·y/√r, and the %RMSE divides the root mean square of that by the
     /// mean of y.
     pub fn rmse_floor_pct(&self) -> Option<f64> {
@@ -766,7 +767,8 @@ impl Model {
 /// small one made smoothing families win as if fitting within the noise.
 /// On the real ARCHER2 collective latencies, where one count of a series
 /// was often measured twice, requiring two took the median leave-one-out
-/// error from 4.15 % to 3.71 % (docs/accuracy.md); no synthetic median moved.
+/// error from 4.15 % to 3.71 % (docs/accuracy.md); no median of the
+/// synthetic suite moved.
 const MIN_REPLICATE_DOF: usize = 2;
 
 /// The fewest node counts, all measured once, from which `difference_noise`

@@ -141,7 +141,8 @@ pub struct Noise {
     /// The allowed %RMSE applied, to the whole history and to every refit.
     pub allowed_pct: f64,
     /// The standard error of a node count's mean, in % of it, from the
-    /// scatter of repeated runs (0 without any).
+    /// scatter of repeated runs (0 when they are too few to measure the
+    /// noise: `History::replicate_noise`).
     pub mean_error_pct: f64,
 }
 
@@ -484,8 +485,8 @@ fn leave_one_out(
 /// largest counts a and b evaluated at `reference` (the interpolation's
 /// extrapolation), when each count's mean carries the relative standard
 /// error of `noise`: ln y(r) = (1 + t) ln y_b − t ln y_a with
-/// t = ln(r / b) / ln(b / a), so s · √((1 + t)² + t²). 0 without repeated
-/// runs (the noise is then not known).
+/// t = ln(r / b) / ln(b / a), so s · √((1 + t)² + t²). 0 when repeated
+/// runs are too few to measure the noise (it is then not known).
 fn end_slope_error(history: &History, noise: Noise, reference: f64) -> f64 {
     let [a, b] = match history.points.as_slice() {
         [.., a, b] => [a, b].map(|p| f64::from(p.nodes)),
