@@ -26,6 +26,12 @@ pub const MAX_UNRESERVED: usize = 10_000;
 #[serde(deny_unknown_fields)]
 pub struct UnreservedInput {
     /// The system the jobs ran on (as for jobs and runs).
+    #[schema(
+        example = "clusterA",
+        min_length = 1,
+        max_length = 64,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+    )]
     pub source: String,
     /// 1 to 10,000 jobs.
     pub jobs: Vec<UnreservedJob>,
@@ -34,6 +40,13 @@ pub struct UnreservedInput {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UnreservedJob {
+    /// The job's id on `source` (as for jobs and runs).
+    #[schema(
+        example = "884213",
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+    )]
     pub job_id: String,
     /// When the job started, unreserved.
     pub started_at: DateTime<Utc>,

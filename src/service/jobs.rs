@@ -32,18 +32,46 @@ pub const STALE_FACTOR: f64 = 2.0;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobInput {
-    /// The system the job runs on (as for runs).
+    /// The system the job runs on (as for runs): 1–64 of `A-Z a-z 0-9 . _
+    /// : @ + = -`, starting with a letter or digit.
+    #[schema(
+        example = "clusterA",
+        min_length = 1,
+        max_length = 64,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+    )]
     pub source: String,
+    /// The job's id on `source`. 1–128 characters, same set as `source`.
+    #[schema(
+        example = "884213",
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+    )]
     pub job_id: String,
-    /// Application tag; created if new.
+    /// Application tag, 1–128 characters, same set as `source`; created if
+    /// new.
+    #[schema(
+        example = "lammps-lj-2.4GHz",
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+    )]
     pub app: String,
-    /// Node count; required unless `node_list` is given.
+    /// Node count, 1 to 1,000,000; required unless `node_list` is given.
+    #[schema(minimum = 1, maximum = 1_000_000)]
     pub nodes: Option<i64>,
     /// The allocated nodes: names, or one string in Slurm hostlist syntax
     /// (`"cn[01-04,07]"`).
     #[schema(value_type = Option<NodeListSchema>)]
     pub node_list: Option<NodeListDraft>,
     pub partition: Option<String>,
+    /// Accounting project the job is charged to (as for runs).
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"
+    )]
     pub account: Option<String>,
     /// Default now. As a run's start: from 1970 to a day after now.
     pub started_at: Option<DateTime<Utc>>,
