@@ -421,72 +421,114 @@ pub async fn ingest(
     }
 
     let to_insert: Vec<&NewRun> = firsts.iter().map(|&i| valid(&items, i)).collect();
+    let (tx, batch) = insert_retrying(pool, &to_insert).await?;
+    // The run each key names now: (id, its values, created by this batch).
+    let named: HashMap<usize, (i64, Cow<'_, NewRun>, bool)> = firsts
+        .iter()
+        .zip(batch.inserted)
+        .map(|(&j, inserted)| match inserted {
+            Inserted::Created(id) => (j, (id, Cow::Borrowed(valid(&items, j)), true)),
+            Inserted::Existing(row) => (j, (row.id, Cow::Owned(NewRun::from(row.as_ref())), false)),
+        })
+        .collect();
+    let outcomes: Vec<Outcome> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| match (item, first[i]) {
+            (Ok(run), Some(j)) => {
+                let (id, values, created) = &named[&j];
+                answer(run, values, *id, i == j && *created)
+            }
+            (Err(errors), _) => Outcome::Invalid(errors.clone()),
+            (Ok(_), None) => unreachable!("every valid item has a first occurrence"),
+        })
+        .collect();
+    if atomic && outcomes.iter().any(Outcome::is_rejected) {
+        tx.rollback().await?;
+        let outcomes = outcomes
+            .into_iter()
+            .map(|o| match o {
+                Outcome::Created(_) | Outcome::Duplicate(_) => Outcome::Withheld,
+                rejected => rejected,
+            })
+            .collect();
+        return Ok(Ingested {
+            outcomes,
+            committed: false,
+            removed_apps: Vec::new(),
+        });
+    }
+    tx.commit().await?;
+    Ok(Ingested {
+        outcomes,
+        committed: true,
+        removed_apps: batch.removed_apps,
+    })
+}
+
+/// Store the run that a running job became, in one transaction with the
+/// job's removal. `None`, and nothing stored, when the run would be new but
+/// the job no longer runs: its cancellation committed after the caller read
+/// the job, and a cancelled job leaves no history. (Before, the end and the
+/// cancellation both succeeded, and the cancelled job was stored as a run.)
+pub async fn end_job(pool: &PgPool, run: &NewRun) -> sqlx::Result<Option<Ingested>> {
+    let (tx, batch) = insert_retrying(pool, &[run]).await?;
+    let outcome = match batch.inserted.into_iter().next() {
+        Some(Inserted::Created(id)) if batch.released.contains(&run.key()) => Outcome::Created(id),
+        Some(Inserted::Created(_)) => {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        Some(Inserted::Existing(row)) => answer(run, &NewRun::from(row.as_ref()), row.id, false),
+        None => {
+            return Err(sqlx::Error::Protocol(format!(
+                "run {}/{} was neither inserted nor found",
+                run.source, run.job_id
+            )));
+        }
+    };
+    tx.commit().await?;
+    Ok(Some(Ingested {
+        outcomes: vec![outcome],
+        committed: true,
+        removed_apps: batch.removed_apps,
+    }))
+}
+
+/// Begin a transaction and insert `runs` in it (`store::runs::insert_batch`),
+/// trying again, twice at most, after a deadlock or a serialization failure.
+async fn insert_retrying<'p>(
+    pool: &'p PgPool,
+    runs: &[&NewRun],
+) -> sqlx::Result<(sqlx::Transaction<'p, sqlx::Postgres>, store::runs::Batch)> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         let mut tx = pool.begin().await?;
-        let batch = match store::runs::insert_batch(&mut tx, &to_insert).await {
-            Ok(batch) => batch,
+        match store::runs::insert_batch(&mut tx, runs).await {
+            Ok(batch) => return Ok((tx, batch)),
             Err(error) if store::is_retryable(&error) && attempt < 3 => {
                 tracing::debug!(%error, attempt, "retrying a batch after a transient conflict");
-                continue;
             }
             Err(error) => return Err(error),
-        };
-        // The run each key names now: (id, its values, created by this batch).
-        let named: HashMap<usize, (i64, Cow<'_, NewRun>, bool)> = firsts
-            .iter()
-            .zip(batch.inserted)
-            .map(|(&j, inserted)| match inserted {
-                Inserted::Created(id) => (j, (id, Cow::Borrowed(valid(&items, j)), true)),
-                Inserted::Existing(row) => {
-                    (j, (row.id, Cow::Owned(NewRun::from(row.as_ref())), false))
-                }
-            })
-            .collect();
-        let outcomes: Vec<Outcome> = items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| match (item, first[i]) {
-                (Ok(run), Some(j)) => {
-                    let (id, values, created) = &named[&j];
-                    let differences = differences(run, values);
-                    if !differences.is_empty() {
-                        Outcome::Conflict {
-                            run_id: Some(*id),
-                            differences,
-                        }
-                    } else if i == j && *created {
-                        Outcome::Created(*id)
-                    } else {
-                        Outcome::Duplicate(*id)
-                    }
-                }
-                (Err(errors), _) => Outcome::Invalid(errors.clone()),
-                (Ok(_), None) => unreachable!("every valid item has a first occurrence"),
-            })
-            .collect();
-        if atomic && outcomes.iter().any(Outcome::is_rejected) {
-            tx.rollback().await?;
-            let outcomes = outcomes
-                .into_iter()
-                .map(|o| match o {
-                    Outcome::Created(_) | Outcome::Duplicate(_) => Outcome::Withheld,
-                    rejected => rejected,
-                })
-                .collect();
-            return Ok(Ingested {
-                outcomes,
-                committed: false,
-                removed_apps: Vec::new(),
-            });
         }
-        tx.commit().await?;
-        return Ok(Ingested {
-            outcomes,
-            committed: true,
-            removed_apps: batch.removed_apps,
-        });
+    }
+}
+
+/// The answer for `run`, whose key names the run `id` with `values`: created
+/// (when `created`, by this item) or a duplicate if the values agree, else a
+/// conflict naming each difference.
+fn answer(run: &NewRun, values: &NewRun, id: i64, created: bool) -> Outcome {
+    let differences = differences(run, values);
+    if !differences.is_empty() {
+        Outcome::Conflict {
+            run_id: Some(id),
+            differences,
+        }
+    } else if created {
+        Outcome::Created(id)
+    } else {
+        Outcome::Duplicate(id)
     }
 }
 

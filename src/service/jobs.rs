@@ -10,7 +10,7 @@ use super::admission::{
     Admission, Asked, Candidate, CheckedShape, JobShape, count_decision, decide,
 };
 use super::predictions::{AggregateName, Consistent, NodeScope, check_registered, node_answers};
-use super::runs::{RunStatus, store_one};
+use super::runs::{RunStatus, store_job_end};
 use super::{Error, Result, Service, apps};
 use crate::domain::ReservedBasis;
 use crate::ingest::{self, NodeListDraft, NodeListSchema, RunDraft};
@@ -660,10 +660,12 @@ pub async fn finish(
     let run = ingest::validate(draft, Utc::now()).map_err(Error::Invalid)?;
     // The run and the job's removal commit together (store::runs::insert_batch),
     // also when the run was stored before with other values (a conflict).
-    let stored = store_one(service, run, "this job").await;
-    service.caches.forget_load();
+    let stored = store_job_end(service, run, "this job").await;
     let (finished, id) = match stored {
-        Ok((status, id)) => (status == RunStatus::Created, id),
+        Ok(Some((status, id))) => (status == RunStatus::Created, id),
+        // Cancelled since it was read above: it leaves no history, and this
+        // end finds no job, as one reported after the cancellation does.
+        Ok(None) => return Err(Error::NotFound(format!("no job {job_id} of {source}"))),
         // The same report sent again while the first was being stored (a
         // retry): identical (above), or different only in what each filled
         // in from its own "now".

@@ -23,6 +23,31 @@ pub enum RunStatus {
 /// gets. `subject` says what a conflicting run was stored for.
 pub async fn store_one(service: &Service, run: NewRun, subject: &str) -> Result<(RunStatus, i64)> {
     let ingested = store_runs(service, vec![Ok(run)], false).await?;
+    the_one(ingested, subject)
+}
+
+/// Store the run that a running job became (`ingest::end_job`), as
+/// `store_one` does; `None`, and nothing stored, when the job was cancelled
+/// since the caller read it.
+pub async fn store_job_end(
+    service: &Service,
+    run: NewRun,
+    subject: &str,
+) -> Result<Option<(RunStatus, i64)>> {
+    let ended = ingest::end_job(&service.pool, &run).await;
+    forget(
+        service,
+        &[run.app],
+        ended.as_ref().ok().and_then(Option::as_ref),
+    );
+    match ended? {
+        Some(ingested) => the_one(ingested, subject).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The answer for the one run of `ingested`.
+fn the_one(ingested: ingest::Ingested, subject: &str) -> Result<(RunStatus, i64)> {
     match ingested.outcomes.into_iter().next() {
         Some(Outcome::Created(id)) => Ok((RunStatus::Created, id)),
         Some(Outcome::Duplicate(id)) => Ok((RunStatus::Duplicate, id)),
@@ -54,12 +79,19 @@ pub async fn store_runs(
     tags.sort_unstable();
     tags.dedup();
     let ingested = ingest::ingest(&service.pool, items, atomic).await?;
-    for tag in tags.iter().chain(&ingested.removed_apps) {
+    forget(service, &tags, Some(&ingested));
+    Ok(ingested)
+}
+
+/// Drop this replica's cached rows of the applications runs were stored
+/// for (`tags`), and of those the storing removed.
+fn forget(service: &Service, tags: &[String], ingested: Option<&ingest::Ingested>) {
+    let removed = ingested.map_or(&[][..], |i| &i.removed_apps);
+    for tag in tags.iter().chain(removed) {
         service.caches.forget_app(tag);
     }
     // Jobs whose runs these are stopped running in the same transaction.
     service.caches.forget_load();
-    Ok(ingested)
 }
 
 /// Run `id`, if stored.

@@ -1,5 +1,7 @@
 //! The `jobs` table: jobs in flight.
 
+use std::collections::HashSet;
+
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 
@@ -198,27 +200,34 @@ pub async fn ended_at(
 /// they are stored as runs now. Takes the admission lock, so that a start in
 /// flight either committed before (and is removed here) or waits and then
 /// sees the run (and is refused): no job is left running after its run.
-/// The tags of the applications this leaves unused, and removes.
+/// The keys of the jobs removed, and the tags of the applications this
+/// leaves unused, and removes.
 pub async fn release_finished(
     conn: &mut PgConnection,
     sources: &[&str],
     job_ids: &[&str],
-) -> sqlx::Result<Vec<String>> {
+) -> sqlx::Result<(HashSet<(String, String)>, Vec<String>)> {
     let lock = super::power::lock_admission(&mut *conn).await?;
-    let apps: Vec<i64> = sqlx::query_scalar(
+    let released: Vec<(i64, String, String)> = sqlx::query_as(
         "DELETE FROM jobs WHERE (source, job_id) IN
              (SELECT * FROM unnest($1::text[], $2::text[]))
-         RETURNING app_id",
+         RETURNING app_id, source, job_id",
     )
     .bind(sources)
     .bind(job_ids)
     .fetch_all(&mut *conn)
     .await?;
-    if apps.is_empty() {
-        return Ok(Vec::new());
+    if released.is_empty() {
+        return Ok((HashSet::new(), Vec::new()));
     }
     notify::send(&mut *conn, &Change::Load).await?;
-    super::apps::remove_if_unused(&mut *conn, &lock, &apps).await
+    let apps: Vec<i64> = released.iter().map(|(app, ..)| *app).collect();
+    let removed = super::apps::remove_if_unused(&mut *conn, &lock, &apps).await?;
+    let keys = released
+        .into_iter()
+        .map(|(_, source, job_id)| (source, job_id))
+        .collect();
+    Ok((keys, removed))
 }
 
 /// Remove the running attempt of `(source, job_id)` that a later attempt

@@ -1,6 +1,6 @@
 //! The `runs` table.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
@@ -49,6 +49,13 @@ pub struct NewRun {
     pub ended_at: Option<DateTime<Utc>>,
     pub quality: f64,
     pub account: Option<String>,
+}
+
+impl NewRun {
+    /// Its (source, job_id): the key that names a run.
+    pub fn key(&self) -> (String, String) {
+        (self.source.clone(), self.job_id.clone())
+    }
 }
 
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -117,6 +124,8 @@ pub struct Batch {
     /// Applications removed because the jobs these runs ended left them
     /// unused (`apps::remove_if_unused`).
     pub removed_apps: Vec<String>,
+    /// The (source, job_id) keys of the running jobs these runs ended.
+    pub released: HashSet<(String, String)>,
 }
 
 /// Insert `runs` (whose (source, job_id) keys must be distinct), creating
@@ -246,7 +255,7 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
     let missing: Vec<&NewRun> = runs
         .iter()
         .copied()
-        .filter(|r| !created.contains_key(&(r.source.clone(), r.job_id.clone())))
+        .filter(|r| !created.contains_key(&r.key()))
         .collect();
     let mut existing: HashMap<(String, String), RunRow> = if missing.is_empty() {
         HashMap::new()
@@ -276,7 +285,7 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
     };
 
     // Every key is a run now, whether created here or before: its job ends.
-    let removed_apps = jobs::release_finished(
+    let (released, removed_apps) = jobs::release_finished(
         &mut *conn,
         &runs.iter().map(|r| r.source.as_str()).collect::<Vec<_>>(),
         &runs.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>(),
@@ -286,7 +295,7 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
     let inserted = runs
         .iter()
         .map(|r| {
-            let key = (r.source.clone(), r.job_id.clone());
+            let key = r.key();
             if let Some(id) = created.remove(&key) {
                 Ok(Inserted::Created(id))
             } else if let Some(row) = existing.remove(&key) {
@@ -304,6 +313,7 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
     Ok(Batch {
         inserted,
         removed_apps,
+        released,
     })
 }
 

@@ -1089,3 +1089,67 @@ async fn running_jobs_are_listed_in_pages_with_totals_over_all_of_them() {
         reply.assert_field_error(StatusCode::BAD_REQUEST, field);
     }
 }
+
+/// A job's end and its cancellation sent at the same moment: exactly one of
+/// them wins. Either the job became a run (and the cancellation finds no
+/// running job) or it was cancelled and left no history (and its end finds
+/// no job). Before, both succeeded and a cancelled job was stored as a run.
+#[tokio::test]
+async fn a_job_end_racing_its_cancellation_is_one_or_the_other() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let before = app.run_count().await;
+    let rounds = 60;
+    let (mut finished, mut cancelled) = (0, 0);
+    for i in 0..rounds {
+        let job = format!("race-{i}");
+        let start = json!({"source": "slurm", "job_id": job, "app": "lin", "nodes": 2,
+                           "force": true});
+        let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        let path = format!("/v1/jobs/slurm/{job}");
+        let finish_path = format!("{path}/finish");
+        let end = json!({"avg_power_w": 2000.0, "duration_s": 60.0});
+        let finish = app.post(&finish_path, &app.schedule, &end);
+        let cancel = app.call(Method::DELETE, &path, Some(&app.schedule), None);
+        // Alternate which request leaves first.
+        let (finish, cancel) = if i % 2 == 0 {
+            tokio::join!(finish, cancel)
+        } else {
+            let (c, f) = tokio::join!(cancel, finish);
+            (f, c)
+        };
+        let runs: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM runs WHERE source = 'slurm' AND job_id = $1")
+                .bind(&job)
+                .fetch_one(&app.pool)
+                .await
+                .unwrap();
+        let has_run = runs == 1;
+        match (finish.status, cancel.status) {
+            (StatusCode::OK, StatusCode::NOT_FOUND) => {
+                assert_eq!(finish.body["status"], "finished", "{:#}", finish.body);
+                assert!(has_run, "round {i}: finished, but no run");
+                finished += 1;
+            }
+            (StatusCode::NOT_FOUND, StatusCode::NO_CONTENT) => {
+                finish.assert_problem(StatusCode::NOT_FOUND);
+                assert!(!has_run, "round {i}: cancelled, but its run was stored");
+                cancelled += 1;
+            }
+            (f, c) => panic!(
+                "round {i}: finish {f} {:#}, cancel {c} {:#}",
+                finish.body, cancel.body
+            ),
+        }
+        let jobs = app.get("/v1/jobs", &app.read).await;
+        assert!(
+            jobs.body["items"].as_array().unwrap().is_empty(),
+            "{:#}",
+            jobs.body
+        );
+    }
+    assert_eq!(finished + cancelled, rounds);
+    assert_eq!(app.run_count().await, before + finished);
+    eprintln!("finished {finished}, cancelled {cancelled} of {rounds}");
+}
