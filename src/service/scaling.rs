@@ -17,8 +17,6 @@ use crate::validate::{Errors, FieldError};
 pub const MAX_TARGETS: usize = 1000;
 /// Most exponents in a custom set.
 pub const MAX_EXPONENTS: usize = 40;
-/// The largest target p.
-pub const MAX_P: f64 = 1e9;
 
 /// One term c · p^i · log2(p)^j.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -160,12 +158,15 @@ impl AskInput {
                 format!("at most {MAX_TARGETS} targets (got {})", self.targets.len()),
             );
         }
+        // The range of a measured p: a model measured at p = 1e12 (a problem
+        // size) can be asked about 2e12 (targets stopped at 1e9 before).
+        let (low, high) = search::P_RANGE;
         for (k, &t) in self.targets.iter().enumerate() {
-            if !(t.is_finite() && t > 0.0 && t <= MAX_P) {
+            if !search::valid_p(t) {
                 errors.add(
                     &format!("targets[{k}]"),
                     format!(
-                        "must be positive and at most {MAX_P:e} (got {})",
+                        "must be from {low:e} to {high:e}, as a measured p (got {})",
                         crate::text::exact(t)
                     ),
                 );
@@ -371,6 +372,39 @@ mod tests {
                 "max_terms"
             ]
         );
+    }
+
+    /// Targets span the p a search accepts as measured, so that a model of a
+    /// problem size measured up to 1e12 answers at 2e12 (refused before,
+    /// above 1e9); beyond that range, or not positive, they are refused.
+    #[test]
+    fn targets_span_the_range_of_a_measured_p() {
+        let (low, high) = search::P_RANGE;
+        let ask = |targets: Vec<f64>| {
+            AskInput {
+                targets,
+                ..AskInput::default()
+            }
+            .check()
+        };
+        assert!(ask(vec![low, 1.0, 2e12, high]).is_ok());
+        let errors = ask(vec![0.0, low / 2.0, 2.0 * high, f64::NAN]).unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["targets[0]", "targets[1]", "targets[2]", "targets[3]"]
+        );
+        assert!(errors[2].reason.contains("1e15"), "{}", errors[2].reason);
+
+        // A model of a problem size answered at 2e12: finite, extrapolated.
+        let observations: Vec<(f64, f64)> = [1e9, 1e10, 1e11, 1e12, 5e11]
+            .iter()
+            .map(|&p| (p, 3.0 + 2e-9 * p))
+            .collect();
+        let answer = answer(&observations, &ask(vec![2e12]).unwrap(), None, None).unwrap();
+        let at = &answer.predictions[0];
+        assert!(at.extrapolated);
+        assert!((at.value / (3.0 + 4e3) - 1.0).abs() < 1e-6, "{}", at.value);
     }
 
     #[test]

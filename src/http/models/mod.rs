@@ -46,6 +46,25 @@ pub struct PointInput {
     pub values: Vec<f64>,
 }
 
+/// A p value to predict at, in the range of a point's `p`
+/// (`search::P_RANGE`): the schema of `SearchRequest.targets`' items.
+pub struct TargetP;
+
+impl utoipa::PartialSchema for TargetP {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        let (low, high) = search::P_RANGE;
+        ObjectBuilder::new()
+            .schema_type(Type::Number)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Double)))
+            .minimum(Some(low))
+            .maximum(Some(high))
+            .into()
+    }
+}
+
+impl ToSchema for TargetP {}
+
 /// A stateless model search: the data as points or as an Extra-P text file,
 /// and what to ask.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -56,8 +75,10 @@ pub struct SearchRequest {
     /// An Extra-P single-parameter text file (PARAMETER / POINTS / DATA,
     /// optional REGION and METRIC); each series gets its model.
     pub extrap: Option<String>,
-    /// The p values to predict at.
+    /// The p values to predict at (at most 1,000), each from 1e-9 to 1e15
+    /// as a point's `p`.
     #[serde(default)]
+    #[schema(value_type = Vec<TargetP>, max_items = 1000)]
     pub targets: Vec<f64>,
     /// Expected growth in big-O, e.g. `O(p log p)`.
     #[schema(example = "O(p log p)")]
