@@ -561,7 +561,7 @@ fn within_batch(differences: Vec<FieldError>, j: usize) -> Vec<FieldError> {
 /// How `new` differs from `stored`, field by field (all but the key). Quantities
 /// are compared with a relative tolerance of 1e-9, so a resend that spells out
 /// the derived quantity still counts as the same run.
-fn differences(new: &NewRun, stored: &NewRun) -> Vec<FieldError> {
+pub fn differences(new: &NewRun, stored: &NewRun) -> Vec<FieldError> {
     fn differ<T: PartialEq + serde::Serialize>(
         out: &mut Vec<FieldError>,
         field: &str,

@@ -17,7 +17,7 @@ use crate::ingest::{self, NodeListDraft, NodeListSchema, RunDraft};
 use crate::model::Metric;
 use crate::predict;
 use crate::store::power::Expiry;
-use crate::store::runs::RunRow;
+use crate::store::runs::{NewRun, RunRow};
 use crate::store::{self, apps::AppRow, jobs::JobRow, jobs::NewJob};
 use crate::validate::{self, FieldError, JobId, Source};
 
@@ -610,6 +610,18 @@ pub async fn finish(
         let row = store::runs::get(&service.pool, id)
             .await?
             .ok_or_else(|| Error::NotFound(format!("no job {job_id} of {source}")))?;
+        // What it sends must be what was stored, as for a run sent again
+        // (before, other values were answered `already_finished`, 200).
+        let errors = sent_differences(&row, &input);
+        if !errors.is_empty() {
+            return Err(Error::Conflict {
+                detail: format!(
+                    "run {} is already stored with other values for this job",
+                    row.id
+                ),
+                errors,
+            });
+        }
         return Ok(Finish::AlreadyFinished(row));
     };
     // Without an end time, a measured duration, or the energy over the
@@ -685,6 +697,27 @@ pub async fn finish(
     } else {
         Finish::AlreadyFinished(row)
     })
+}
+
+/// How the values a finish sent differ from the run stored for its job
+/// (those it did not send are not compared).
+fn sent_differences(row: &RunRow, input: &FinishInput) -> Vec<FieldError> {
+    let stored = NewRun::from(row);
+    let mut sent = stored.clone();
+    for (value, field) in [
+        (input.energy_j, &mut sent.energy_j),
+        (input.avg_power_w, &mut sent.avg_power_w),
+        (input.duration_s, &mut sent.duration_s),
+        (input.quality, &mut sent.quality),
+    ] {
+        if let Some(value) = value {
+            *field = value;
+        }
+    }
+    if let Some(end) = input.ended_at {
+        sent.ended_at = Some(validate::as_stored(end));
+    }
+    ingest::differences(&sent, &stored)
 }
 
 /// The job a path names, or every parameter that is not what it names

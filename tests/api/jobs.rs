@@ -660,22 +660,49 @@ async fn a_job_never_stays_running_after_its_end() {
     assert_eq!(reply.body["status"], "already_finished", "{:#}", reply.body);
 
     // An import stores the run with other values than the finish reports:
-    // the job ended with the import, and the finish changes nothing.
+    // the job ended with the import, and the finish changes nothing. It is
+    // refused naming what differs (as a run sent again with other values
+    // is); what agrees, or was not sent, is `already_finished`.
     let reply = app.post("/v1/jobs", &app.schedule, &start("b")).await;
     assert_eq!(reply.status, StatusCode::CREATED);
     let mut other = run("lin", "b", 2);
     other["energy_j"] = json!(5.0e6);
     let stored = app.post("/v1/runs", &app.ingest, &other).await;
     assert_eq!(stored.status, StatusCode::CREATED, "{:#}", stored.body);
-    let reply = app
-        .post(
-            "/v1/jobs/clusterA/b/finish",
-            &app.schedule,
-            &json!({"energy_j": 1.0e6}),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-    assert_eq!(reply.body["status"], "already_finished");
+    let finish = async |body: serde_json::Value| {
+        app.post("/v1/jobs/clusterA/b/finish", &app.schedule, &body)
+            .await
+    };
+    let reply = finish(json!({"energy_j": 1.0e6})).await;
+    reply.assert_field_error(StatusCode::CONFLICT, "energy_j");
+    assert!(
+        reply.body["errors"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("5000000"),
+        "{:#}",
+        reply.body
+    );
+    for agreeing in [json!({}), json!({"energy_j": 5.0e6}), other.clone()] {
+        let mut agreeing = agreeing;
+        if let Some(fields) = agreeing.as_object_mut() {
+            for key in [
+                "app",
+                "source",
+                "job_id",
+                "nodes",
+                "node_list",
+                "account",
+                "started_at",
+            ] {
+                fields.remove(key);
+            }
+        }
+        let reply = finish(agreeing).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert_eq!(reply.body["status"], "already_finished");
+        assert_eq!(reply.body["run"]["energy_j"], 5.0e6);
+    }
     assert!(running(&app).await.is_empty());
 
     // The epilog overtakes a start (the prolog gave up waiting): the end is

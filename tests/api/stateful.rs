@@ -92,6 +92,8 @@ fn op() -> impl Strategy<Value = Op> {
 struct Model {
     /// Runs of the jobs' keys: job → (account, energy in J).
     runs: BTreeMap<usize, (String, f64)>,
+    /// Their power in W and duration in s, as stored.
+    measured: BTreeMap<usize, (f64, f64)>,
     /// Running jobs: job → (account, the start sent, when one was).
     running: BTreeMap<usize, (String, Option<DateTime<Utc>>)>,
     /// Jobs whose end was reported while they were not running, or that
@@ -234,9 +236,27 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
                 assert_eq!(reply.body["status"], "finished", "{op:?}");
                 let energy = f64::from(*apc_w) * f64::from(*secs);
                 model.runs.insert(*job, (account, energy));
-            } else if model.runs.contains_key(job) {
-                allowed(&reply, &[StatusCode::OK], op);
-                assert_eq!(reply.body["status"], "already_finished", "{op:?}");
+                model
+                    .measured
+                    .insert(*job, (f64::from(*apc_w), f64::from(*secs)));
+            } else if let Some(&(power, duration)) = model.measured.get(job) {
+                // What differs from the stored run is a conflict naming it.
+                let differ =
+                    |sent: u32, stored: f64| (f64::from(sent) - stored).abs() > 1e-9 * stored;
+                let differing: Vec<&str> = [
+                    ("avg_power_w", differ(*apc_w, power)),
+                    ("duration_s", differ(*secs, duration)),
+                ]
+                .into_iter()
+                .filter_map(|(field, differs)| differs.then_some(field))
+                .collect();
+                if differing.is_empty() {
+                    allowed(&reply, &[StatusCode::OK], op);
+                    assert_eq!(reply.body["status"], "already_finished", "{op:?}");
+                } else {
+                    allowed(&reply, &[StatusCode::CONFLICT], op);
+                    assert_eq!(reply.error_fields(), differing, "{op:?}: {:#}", reply.body);
+                }
             } else {
                 allowed(&reply, &[StatusCode::NOT_FOUND], op);
                 model.ended.insert(*job);
@@ -276,6 +296,7 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
                 model
                     .runs
                     .insert(*job, (ACCOUNTS[*account].to_owned(), energy));
+                model.measured.insert(*job, (energy / 600.0, 600.0));
                 model.running.remove(job);
             }
         }
@@ -311,6 +332,7 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
                     model
                         .runs
                         .insert(*job, (ACCOUNTS[*account].to_owned(), energy));
+                    model.measured.insert(*job, (energy / 600.0, 600.0));
                     model.running.remove(job);
                     created += 1;
                 }
