@@ -13,11 +13,6 @@ pub fn check_tag(tag: &str) -> Result<Tag> {
     Tag::parse(tag).map_err(|reason| Error::bad_request("app", reason))
 }
 
-/// The row of the application named `tag`, checked first.
-pub async fn find_app(service: &Service, tag: &str) -> Result<Arc<AppRow>> {
-    find(service, &check_tag(tag)?).await
-}
-
 /// The application's row: from memory while it has not changed (see `cache`).
 pub async fn find(service: &Service, tag: &Tag) -> Result<Arc<AppRow>> {
     let tag = tag.as_str();

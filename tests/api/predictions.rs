@@ -242,6 +242,7 @@ async fn a_batch_answers_each_query_and_fails_only_the_bad_ones() {
         {"app": "lin", "nodes": 64, "metric": "apc"},
         {"app": "lin", "nodes": 8, "metric": "watts"},
         {"app": "lin", "nodes": 8, "metric": "ets", "aggregate": "max"},
+        {"app": "bad app!", "nodes": 0},
     ]});
     let reply = app.post("/v1/predictions", &app.schedule, &batch).await;
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
@@ -250,7 +251,20 @@ async fn a_batch_answers_each_query_and_fails_only_the_bad_ones() {
         .iter()
         .map(|a| a["status"].as_str().unwrap())
         .collect();
-    assert_eq!(statuses, ["ok", "error", "error", "ok", "error", "ok"]);
+    assert_eq!(
+        statuses,
+        ["ok", "error", "error", "ok", "error", "ok", "error"]
+    );
+    // A bad name is a field of its query, reported with the others (it was
+    // a 400 naming `app` alone, as a path's parameter).
+    assert_eq!(answers[6]["error"]["status"], 422, "{:#}", answers[6]);
+    let fields: Vec<&str> = answers[6]["error"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["queries[6].nodes", "queries[6].app"]);
     assert_eq!(answers[0]["predictions"].as_array().unwrap().len(), 3);
     assert_eq!(answers[1]["error"]["status"], 404);
     assert_eq!(answers[2]["error"]["status"], 422);
@@ -319,7 +333,11 @@ async fn a_batch_reads_the_applications_it_names_at_once() {
     assert!(answers[..300].iter().all(|a| a["error"]["status"] == 404));
     assert_eq!(answers[300]["status"], "ok");
     assert_eq!(answers[301]["status"], "ok");
-    assert_eq!(answers[302]["error"]["status"], 400);
+    assert_eq!(answers[302]["error"]["status"], 422);
+    assert_eq!(
+        answers[302]["error"]["errors"][0]["field"],
+        "queries[302].app"
+    );
 }
 
 /// Runs at counts a node apart whose times double give curves of exponent

@@ -17,9 +17,9 @@ use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::{Json, JsonItem};
 use crate::model;
 use crate::predict;
-use crate::service::apps::{AppRow, find_app, prefetch};
+use crate::service::apps::{AppRow, find, prefetch};
 use crate::service::predictions::{self, Predicted, Query};
-use crate::validate;
+use crate::validate::{self, Tag};
 
 /// One query of a batch.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -194,13 +194,19 @@ pub(super) async fn answer(
         &mut problems,
     );
     let nodes = scope_nodes(query.nodes, &scope, &dotted, &mut problems);
-    let (Some(nodes), Some(scope)) = (nodes.filter(|_| problems.is_empty()), scope) else {
+    // A field of this query, as its other fields (it was a 400 naming `app`,
+    // as a path's parameter is).
+    let tag = validate::checked(
+        &mut problems,
+        &format!("{dotted}app"),
+        Tag::parse(&query.app),
+    );
+    let (Some(nodes), Some(scope), Some(tag)) = (nodes.filter(|_| problems.is_empty()), scope, tag)
+    else {
         return Err(ApiError::Invalid(problems).into_problem());
     };
     if !apps.contains_key(&query.app) {
-        let found = find_app(state, &query.app)
-            .await
-            .map_err(ApiError::into_problem);
+        let found = find(state, &tag).await.map_err(ApiError::into_problem);
         apps.insert(query.app.clone(), found);
     }
     let app = match &apps[&query.app] {
