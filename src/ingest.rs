@@ -400,8 +400,9 @@ pub async fn ingest(
             .enumerate()
             .filter_map(|(i, j)| {
                 let j = j.filter(|&j| j != i)?;
-                let differences = differences(valid(&items, i), valid(&items, j));
-                (!differences.is_empty()).then(|| (i, within_batch(differences, j)))
+                let other = format!("item {j} of this batch has");
+                let differences = compare(valid(&items, i), valid(&items, j), &other);
+                (!differences.is_empty()).then_some((i, differences))
             })
             .collect();
         if !clashes.is_empty() || items.iter().any(Result::is_err) {
@@ -548,22 +549,19 @@ fn refused(items: &[Result<NewRun, Vec<FieldError>>]) -> Vec<Outcome> {
         .collect()
 }
 
-fn within_batch(differences: Vec<FieldError>, j: usize) -> Vec<FieldError> {
-    differences
-        .into_iter()
-        .map(|d| {
-            let reason = format!("{} (item {j} of this batch)", d.reason);
-            FieldError::new(d.field, reason)
-        })
-        .collect()
-}
-
 /// How `new` differs from `stored`, field by field (all but the key). Quantities
 /// are compared with a relative tolerance of 1e-9, so a resend that spells out
 /// the derived quantity still counts as the same run.
 pub fn differences(new: &NewRun, stored: &NewRun) -> Vec<FieldError> {
+    compare(new, stored, "stored value is")
+}
+
+/// How `new` differs from `other`, which the reasons call `what` ("stored
+/// value is", or another item of the batch: a clash within a refused
+/// atomic batch was called a stored value before).
+fn compare(new: &NewRun, stored: &NewRun, what: &str) -> Vec<FieldError> {
     fn differ<T: PartialEq + serde::Serialize>(
-        out: &mut Vec<FieldError>,
+        (out, what): (&mut Vec<FieldError>, &str),
         field: &str,
         new: T,
         stored: T,
@@ -571,11 +569,7 @@ pub fn differences(new: &NewRun, stored: &NewRun) -> Vec<FieldError> {
         if new != stored {
             // As JSON, as the client wrote them.
             let json = |v: &T| serde_json::to_string(v).unwrap_or_default();
-            let reason = format!(
-                "stored value is {}, this one is {}",
-                json(&stored),
-                json(&new)
-            );
+            let reason = format!("{what} {}, this one is {}", json(&stored), json(&new));
             out.push(FieldError::new(field, reason));
         }
     }
@@ -594,10 +588,15 @@ pub fn differences(new: &NewRun, stored: &NewRun) -> Vec<FieldError> {
         }
     }
     let mut out = Vec::new();
-    differ(&mut out, "app", &new.app, &stored.app);
-    differ(&mut out, "nodes", new.nodes, stored.nodes);
+    differ((&mut out, what), "app", &new.app, &stored.app);
+    differ((&mut out, what), "nodes", new.nodes, stored.nodes);
     if sorted(&new.node_list) != sorted(&stored.node_list) {
-        differ(&mut out, "node_list", &new.node_list, &stored.node_list);
+        differ(
+            (&mut out, what),
+            "node_list",
+            &new.node_list,
+            &stored.node_list,
+        );
     }
     for (field, n, s) in [
         ("energy_j", new.energy_j, stored.energy_j),
@@ -606,11 +605,16 @@ pub fn differences(new: &NewRun, stored: &NewRun) -> Vec<FieldError> {
         ("quality", new.quality, stored.quality),
     ] {
         let (n, s) = quantity(n, s);
-        differ(&mut out, field, n, s);
+        differ((&mut out, what), field, n, s);
     }
-    differ(&mut out, "started_at", new.started_at, stored.started_at);
-    differ(&mut out, "ended_at", new.ended_at, stored.ended_at);
-    differ(&mut out, "account", &new.account, &stored.account);
+    differ(
+        (&mut out, what),
+        "started_at",
+        new.started_at,
+        stored.started_at,
+    );
+    differ((&mut out, what), "ended_at", new.ended_at, stored.ended_at);
+    differ((&mut out, what), "account", &new.account, &stored.account);
     out
 }
 

@@ -141,6 +141,12 @@ async fn an_atomic_batch_with_a_bad_run_stores_nothing() {
     let batch = json!({"atomic": true, "runs": [run("lammps", "1", 2), clash]});
     let reply = app.post("/v1/runs/batch", &app.ingest, &batch).await;
     reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "runs[1].quality");
+    // The reason names the item it clashes with, which is not stored.
+    assert_eq!(
+        reply.body["errors"][0]["reason"], "item 0 of this batch has 1.0, this one is 0.7",
+        "{:#}",
+        reply.body
+    );
     assert_eq!(app.run_count().await, 0);
 
     // A conflict with a stored run also refuses the whole atomic batch.
@@ -150,6 +156,11 @@ async fn an_atomic_batch_with_a_bad_run_stores_nothing() {
     let batch = json!({"atomic": true, "runs": [run("lammps", "10", 2), conflicting]});
     let reply = app.post("/v1/runs/batch", &app.ingest, &batch).await;
     reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "runs[1].quality");
+    assert_eq!(
+        reply.body["errors"][0]["reason"], "stored value is 1.0, this one is 0.3",
+        "{:#}",
+        reply.body
+    );
     assert_eq!(app.run_count().await, 1);
 
     let batch = json!({"atomic": true, "runs": [run("lammps", "1", 2), run("lammps", "3", 8)]});
