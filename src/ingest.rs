@@ -226,9 +226,17 @@ fn derive_quantities(
         ("avg_power_w", draft.avg_power_w),
         ("duration_s", draft.duration_s),
     ];
+    // Each given value is checked alone first, so that all its problems are
+    // named at once (a duration over ten years was not named beside a
+    // negative energy).
     let mut valid = true;
     for (field, value) in fields {
-        if let Some(Err(reason)) = value.map(validate::positive) {
+        let Some(value) = value else { continue };
+        let checked = validate::positive(value).and_then(|()| match field {
+            "duration_s" => within_ten_years(value),
+            _ => Ok(()),
+        });
+        if let Err(reason) = checked {
             errors.add(field, reason);
             valid = false;
         }
@@ -284,14 +292,20 @@ fn derive_quantities(
             return None;
         }
     }
-    if d > MAX_DURATION_S {
-        errors.add(
-            "duration_s",
-            format!("{d} s is more than ten years; is the unit seconds?"),
-        );
+    if let Err(reason) = within_ten_years(d) {
+        errors.add("duration_s", reason);
         return None;
     }
     Some((e, p, d, derived))
+}
+
+fn within_ten_years(duration_s: f64) -> Result<(), String> {
+    if duration_s > MAX_DURATION_S {
+        return Err(format!(
+            "{duration_s} s is more than ten years; is the unit seconds?"
+        ));
+    }
+    Ok(())
 }
 
 /// The end of a run that started at `start` and lasted `duration_s`, to the
@@ -687,12 +701,13 @@ mod tests {
 
     #[test]
     fn quantities_at_the_ends_of_their_range_are_compared_and_derived_safely() {
-        // Each within the accepted range, their product far from the energy.
+        // Each within the accepted range (a duration up to ten years), their
+        // product far from the energy.
         let d = RunDraft {
             nodes: 1_000_000,
             energy_j: Some(1.0),
             avg_power_w: Some(1e11),
-            duration_s: Some(1e90),
+            duration_s: Some(MAX_DURATION_S),
             ..draft()
         };
         let errors = validate(d, now()).unwrap_err();
@@ -701,8 +716,8 @@ mod tests {
         // derived field is the one named.
         let d = RunDraft {
             energy_j: None,
-            avg_power_w: Some(1e60),
-            duration_s: Some(1e60),
+            avg_power_w: Some(1e100),
+            duration_s: Some(MAX_DURATION_S),
             ..draft()
         };
         let errors = validate(d, now()).unwrap_err();
@@ -730,6 +745,28 @@ mod tests {
             ..draft()
         };
         assert_eq!(fields(&validate(d, now()).unwrap_err()), ["duration_s"]);
+        // Named beside the other fields' problems, not only once they are
+        // fixed; derived from energy and power, too.
+        let d = RunDraft {
+            nodes: 0,
+            energy_j: Some(-5.0),
+            avg_power_w: None,
+            duration_s: Some(1e12),
+            ..draft()
+        };
+        assert_eq!(
+            fields(&validate(d, now()).unwrap_err()),
+            ["nodes", "energy_j", "duration_s"]
+        );
+        let d = RunDraft {
+            energy_j: Some(MAX_DURATION_S * 2.0),
+            avg_power_w: Some(1.0),
+            duration_s: None,
+            ..draft()
+        };
+        let errors = validate(d, now()).unwrap_err();
+        assert_eq!(fields(&errors), ["duration_s"]);
+        assert!(errors[0].reason.contains("ten years"), "{errors:?}");
     }
 
     #[test]
