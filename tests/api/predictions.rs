@@ -864,7 +864,7 @@ async fn energy_is_power_times_time_within_the_intervals() {
             && energy <= f(a, "high") * f(t, "high") * (1.0 + 1e-9);
         in_energy || in_product
     };
-    for nodes in [5, 10, 20, 48, 64, 200] {
+    for nodes in [5, 10, 20, 48, 64, 200, 100_000, 1_000_000] {
         let reply = app
             .get(
                 &format!("/v1/apps/mix/predictions?nodes={nodes}"),
