@@ -36,6 +36,16 @@ pub fn predict(models: [&Model; 3], nodes: u32, aggregate: Aggregate) -> [Predic
     [ets, apc, tts]
 }
 
+/// The models' own values at `nodes` (their curves, also where runs were
+/// measured), reconciled as `predict` reconciles its answers: what a curve
+/// or a scan over node counts reads, so that it agrees with the
+/// predictions at every count the models answer.
+pub fn curves(models: [&Model; 3], nodes: u32) -> [Prediction; 3] {
+    let [mut ets, mut apc, mut tts] = models.map(|m| m.predict_model(nodes));
+    reconcile(&mut ets, &mut apc, &mut tts);
+    [ets, apc, tts]
+}
+
 /// Make `ets`, `apc` and `tts` consistent in place (EtS = APC × TtS within
 /// the intervals), when all three come from the model; otherwise leave them
 /// as they are.

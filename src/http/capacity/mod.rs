@@ -16,13 +16,15 @@ mod optimal;
 pub use max_nodes::*;
 pub use optimal::*;
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ApiResult};
 use super::predictions::{check_nodes, fitted_models};
-use crate::model::Metric;
+use crate::model::{Metric, consistency};
 use crate::predict::{self, Fitted};
 use crate::service::apps::AppRow;
 use crate::validate::FieldError;
@@ -144,7 +146,10 @@ pub(super) fn case_of(fitted: &Fitted) -> String {
     }
 }
 
-/// The EtS and TtS predictors of `app` as functions of n.
+/// The EtS and TtS predictors of `app` as functions of n: their curves made
+/// consistent with APC's (`consistency::curves`), so that a count chosen
+/// here has the EtS and TtS its predictions give (they differed where
+/// reconciling moved them, below the measured range say).
 pub(super) async fn energy_and_time(
     state: &AppState,
     app: &AppRow,
@@ -155,18 +160,17 @@ pub(super) async fn energy_and_time(
     ModelsUsed,
 )> {
     let allowed = predict::allowed_rmse(app, allowed);
-    let mut fitted = fitted_models(state, app, &[Metric::Ets, Metric::Tts], allowed).await?;
-    let (tts, ets) = (fitted.remove(1), fitted.remove(0));
+    let fitted = fitted_models(state, app, &Metric::ALL, allowed).await?;
     let models = ModelsUsed {
         model_version: predict::model_version(app),
-        ets: Some(case_of(&ets)),
-        apc: None,
-        tts: Some(case_of(&tts)),
+        ets: Some(case_of(&fitted[0])),
+        apc: Some(case_of(&fitted[1])),
+        tts: Some(case_of(&fitted[2])),
         workload: None,
     };
-    Ok((
-        move |n| ets.model.predict_model(n).value,
-        move |n| tts.model.predict_model(n).value,
-        models,
-    ))
+    let [ets, apc, tts]: [Arc<Fitted>; 3] = std::array::from_fn(|i| fitted[i].clone());
+    let at = move |n: u32| consistency::curves([&ets.model, &apc.model, &tts.model], n);
+    let both = Arc::new(at);
+    let time = both.clone();
+    Ok((move |n| both(n)[0].value, move |n| time(n)[2].value, models))
 }

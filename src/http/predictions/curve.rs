@@ -13,7 +13,7 @@ use crate::http::error::responses::{
 use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::AppPath;
 use crate::http::extract::Query;
-use crate::model::{self, Metric, Model};
+use crate::model::{self, Metric, Model, consistency};
 use crate::predict;
 use crate::validate::FieldError;
 
@@ -62,7 +62,8 @@ pub struct Curve {
     pub metric: MetricName,
     pub unit: String,
     pub model_version: String,
-    /// The predictor's curve (model values, also at measured node counts).
+    /// The predictor's curve (model values, also at measured node counts),
+    /// made consistent with the other two metrics' as predictions are.
     pub curve: Vec<CurvePoint>,
     /// The measured points.
     pub history: Vec<HistoryPoint>,
@@ -135,6 +136,12 @@ pub async fn get_curve(
     let (app, fitted) =
         crate::service::predictions::model(&state, &tag, metric, params.allowed_rmse_pct).await?;
     let model = &fitted.model;
+    // The three models, so that each point is the value the predictions
+    // give there (EtS = APC × TtS reconciled), not this metric's curve alone.
+    let allowed = predict::allowed_rmse(&app, params.allowed_rmse_pct);
+    let all =
+        crate::service::predictions::fitted_models(&state, &app, &Metric::ALL, allowed).await?;
+    let models: [&Model; 3] = std::array::from_fn(|i| &all[i].model);
     let largest = model.history.points.last().map_or(1, |p| p.nodes);
     let from = from.unwrap_or(1);
     let to = to
@@ -150,7 +157,7 @@ pub async fn get_curve(
     let curve = nodes
         .into_iter()
         .map(|n| {
-            let p = model.predict_model(n);
+            let p = &consistency::curves(models, n)[metric.index()];
             CurvePoint {
                 nodes: n,
                 value: p.value,
