@@ -194,7 +194,12 @@ async fn bad_searches_name_the_field_and_the_reason() {
         (
             json!({"points": three, "targets": [0]}),
             "targets[0]",
-            "positive",
+            "must be from 1e-9 to 1e15",
+        ),
+        (
+            json!({"points": three, "targets": [2e15]}),
+            "targets[0]",
+            "must be from 1e-9 to 1e15, as a measured p (got 2e15)",
         ),
         (
             json!({"extrap": "PARAMETER p\nPOINTS 1 2 3\nDATA 1\nDATA x"}),
@@ -704,7 +709,9 @@ async fn compute_times_near_the_largest_float_give_their_load_balance() {
 
 /// A target where the model has no finite value (1/p at p = 1e-300) is
 /// refused naming it: JSON has no number for infinity, and the answer's
-/// `value` was `null`, against the schema (probe of 2026-11-27).
+/// `value` was `null`, against the schema (probe of 2026-11-27). Targets
+/// now share the range of a measured p (1e-9 to 1e15), which refuses it
+/// before the model is asked (400, as a bad query parameter).
 #[tokio::test]
 async fn a_target_where_the_model_overflows_is_refused_naming_it() {
     let app = TestApp::new().await;
@@ -715,7 +722,7 @@ async fn a_target_where_the_model_overflows_is_refused_naming_it() {
             &app.read,
         )
         .await;
-    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "targets[1]");
+    reply.assert_field_error(StatusCode::BAD_REQUEST, "targets[1]");
     let fine = app
         .get(
             "/v1/apps/inv/scaling-model?metric=tts&targets=64,1e-3",
