@@ -570,23 +570,10 @@ pub fn differences(new: &NewRun, stored: &NewRun) -> Vec<FieldError> {
     compare(new, stored, "stored value is")
 }
 
-/// How `new` differs from `other`, which the reasons call `what` ("stored
+/// How `new` differs from `stored`, which the reasons call `what` ("stored
 /// value is", or another item of the batch: a clash within a refused
 /// atomic batch was called a stored value before).
 fn compare(new: &NewRun, stored: &NewRun, what: &str) -> Vec<FieldError> {
-    fn differ<T: PartialEq + serde::Serialize>(
-        (out, what): (&mut Vec<FieldError>, &str),
-        field: &str,
-        new: T,
-        stored: T,
-    ) {
-        if new != stored {
-            // As JSON, as the client wrote them.
-            let json = |v: &T| serde_json::to_string(v).unwrap_or_default();
-            let reason = format!("{what} {}, this one is {}", json(&stored), json(&new));
-            out.push(FieldError::new(field, reason));
-        }
-    }
     // A node list is a set: the same nodes in another order are the same.
     fn sorted(list: &Option<Vec<String>>) -> Option<Vec<&str>> {
         let mut names: Vec<&str> = list.as_ref()?.iter().map(String::as_str).collect();
@@ -601,16 +588,14 @@ fn compare(new: &NewRun, stored: &NewRun, what: &str) -> Vec<FieldError> {
             (new, stored)
         }
     }
-    let mut out = Vec::new();
-    differ((&mut out, what), "app", &new.app, &stored.app);
-    differ((&mut out, what), "nodes", new.nodes, stored.nodes);
+    let mut out = Differences {
+        what,
+        errors: Vec::new(),
+    };
+    out.differ("app", &new.app, &stored.app);
+    out.differ("nodes", new.nodes, stored.nodes);
     if sorted(&new.node_list) != sorted(&stored.node_list) {
-        differ(
-            (&mut out, what),
-            "node_list",
-            &new.node_list,
-            &stored.node_list,
-        );
+        out.differ("node_list", &new.node_list, &stored.node_list);
     }
     for (field, n, s) in [
         ("energy_j", new.energy_j, stored.energy_j),
@@ -619,17 +604,35 @@ fn compare(new: &NewRun, stored: &NewRun, what: &str) -> Vec<FieldError> {
         ("quality", new.quality, stored.quality),
     ] {
         let (n, s) = quantity(n, s);
-        differ((&mut out, what), field, n, s);
+        out.differ(field, n, s);
     }
-    differ(
-        (&mut out, what),
-        "started_at",
-        new.started_at,
-        stored.started_at,
-    );
-    differ((&mut out, what), "ended_at", new.ended_at, stored.ended_at);
-    differ((&mut out, what), "account", &new.account, &stored.account);
-    out
+    out.differ("started_at", new.started_at, stored.started_at);
+    out.differ("ended_at", new.ended_at, stored.ended_at);
+    out.differ("account", &new.account, &stored.account);
+    out.errors
+}
+
+/// The fields found to differ, each with both values, the other one
+/// introduced by `what`.
+struct Differences<'a> {
+    what: &'a str,
+    errors: Vec<FieldError>,
+}
+
+impl Differences<'_> {
+    fn differ<T: PartialEq + serde::Serialize>(&mut self, field: &str, new: T, stored: T) {
+        if new != stored {
+            // As JSON, as the client wrote them.
+            let json = |v: &T| serde_json::to_string(v).unwrap_or_default();
+            let reason = format!(
+                "{} {}, this one is {}",
+                self.what,
+                json(&stored),
+                json(&new)
+            );
+            self.errors.push(FieldError::new(field, reason));
+        }
+    }
 }
 
 #[cfg(test)]
