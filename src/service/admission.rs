@@ -18,7 +18,7 @@ use utoipa::ToSchema;
 
 use super::budgets::standing;
 use super::jobs::{Estimate, estimate};
-use super::power::IdleDraw;
+use super::power::scope_idle;
 use super::predictions::{NodeScope, scope_nodes};
 use super::{Error, Result, Service, apps, power};
 use crate::domain::ReservedBasis;
@@ -330,11 +330,22 @@ fn scope_check(
     let (cap_name, cap_w) = (cap.as_ref().map(|c| c.name.clone()), cap.map(|c| c.limit_w));
     let list = job.scope.list.as_deref().unwrap_or_default();
     let draw = load.draw(partition, list);
-    let before = IdleDraw::of(draw.free, draw.anonymous_nodes);
+    // In the system's scope, each partition's idle nodes at their own power
+    // (`power::scope_idle`), the job's among its partition's.
+    let own = job.scope.partition.as_deref();
+    let before = scope_idle(load, partition, list, own, |_, d| {
+        (d.free, d.anonymous_nodes)
+    });
     let after = if job.scope.list.is_some() {
-        IdleDraw::of(draw.free.without(draw.taken), draw.anonymous_nodes)
+        scope_idle(load, partition, list, own, |_, d| {
+            (d.free.without(d.taken), d.anonymous_nodes)
+        })
     } else {
-        IdleDraw::of(draw.free, draw.anonymous_nodes + i64::from(job.nodes))
+        let nodes = i64::from(job.nodes);
+        scope_idle(load, partition, list, own, |p, d| {
+            let here = partition.is_some() || p == own;
+            (d.free, d.anonymous_nodes + if here { nodes } else { 0 })
+        })
     };
     let draw_w = draw.reserved_w + before.power_w;
     let idle_released_w = before.power_w - after.power_w;

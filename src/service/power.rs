@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 use super::caps::PowerCap;
 use super::{Result, Service};
 use crate::domain::ReservedBasis;
-use crate::store::{self, power::Load, power::Nodes};
+use crate::store::{self, power::Draw, power::Load, power::Nodes};
 
 /// Idle draw of a registered node whose idle power is not recorded, W.
 pub const DEFAULT_IDLE_POWER_W: f64 = 100.0;
@@ -83,12 +83,13 @@ pub async fn headroom(
         .execute(&mut *tx)
         .await?;
     let cap = store::caps::in_force_for(&mut *tx, partition, at).await?;
-    let draw = store::power::load(&mut tx, service.settings.expiry, now)
-        .await?
-        .draw(partition, &[]);
+    let load = store::power::load(&mut tx, service.settings.expiry, now).await?;
+    let draw = load.draw(partition, &[]);
     let jobs = store::jobs::list(&mut *tx, None, partition, None).await?;
     tx.commit().await?;
-    let idle = IdleDraw::of(draw.free, draw.anonymous_nodes);
+    let idle = scope_idle(&load, partition, &[], None, |_, d| {
+        (d.free, d.anonymous_nodes)
+    });
     let expiry = service.settings.expiry;
     let jobs: Vec<JobDraw> = jobs
         .into_iter()
@@ -158,7 +159,70 @@ async fn read_load(service: &Service, stale_in_outage: bool) -> Result<Arc<Load>
     Ok(load)
 }
 
+/// The idle draw of `partition` (`None`: the whole system, counted by
+/// partition as `IdleDraw::of_system` does), the free nodes and the nodes
+/// held without a node list of each part given by `part` from the part's
+/// partition and draw (`taken` and `also` as `Load::draws_by_partition`).
+pub fn scope_idle(
+    load: &Load,
+    partition: Option<&str>,
+    taken: &[String],
+    also: Option<&str>,
+    part: impl Fn(Option<&str>, &Draw) -> (Nodes, i64),
+) -> IdleDraw {
+    match partition {
+        Some(_) => {
+            let (free, held) = part(partition, &load.draw(partition, taken));
+            IdleDraw::of(free, held)
+        }
+        None => IdleDraw::of_system(load.draws_by_partition(taken, also).into_iter().map(
+            |(p, draw)| {
+                let (free, held) = part(p.as_deref(), &draw);
+                (p, free, held)
+            },
+        )),
+    }
+}
+
 impl IdleDraw {
+    /// The idle draw of the whole system from its partitions' draws
+    /// (`Load::draws_by_partition`): each partition's free nodes less those
+    /// its jobs without a node list hold, at that partition's own mean idle
+    /// power; then the nodes held by jobs that name no partition, or more
+    /// than their partition has free, out of what is left, at its mean.
+    /// (All of them came out at the whole system's mean before, so in a
+    /// cluster whose partitions idle at different powers the system's draw
+    /// was not the sum of its partitions'.)
+    pub fn of_system(parts: impl IntoIterator<Item = (Option<String>, Nodes, i64)>) -> IdleDraw {
+        let mut total = IdleDraw {
+            nodes: 0,
+            power_w: 0.0,
+            nodes_at_default: 0,
+        };
+        let mut unplaced = 0;
+        for (partition, free, held) in parts {
+            let placed = if partition.is_some() { held } else { 0 };
+            unplaced += held - placed + (placed - free.count).max(0);
+            let part = IdleDraw::of(free, placed);
+            total.nodes += part.nodes;
+            total.power_w += part.power_w;
+            total.nodes_at_default += part.nodes_at_default;
+        }
+        if unplaced > 0 && total.nodes > 0 {
+            let idle = total.nodes as i64;
+            let left = (idle - unplaced).max(0);
+            let keep = left as f64 / idle as f64;
+            let at_default = total.nodes_at_default as i64;
+            total = IdleDraw {
+                nodes: usize::try_from(left).unwrap_or(0),
+                power_w: total.power_w * keep,
+                nodes_at_default: usize::try_from((at_default * left + idle - 1) / idle)
+                    .unwrap_or(0),
+            };
+        }
+        total
+    }
+
     /// The idle draw of the `free` nodes (those no job names), of which
     /// `held` are taken by jobs reported without a node list: the rest draw
     /// the free nodes' mean idle power (registry, else 100 W each).
@@ -203,5 +267,34 @@ mod tests {
         // More held than free: nothing idle, never negative.
         assert_eq!(IdleDraw::of(free, 9).power_w, 0.0);
         assert_eq!(IdleDraw::of(Nodes::default(), 0).nodes, 0);
+    }
+
+    #[test]
+    fn the_system_counts_each_partition_at_its_own_idle_power() {
+        let nodes = |count: i64, watts: f64| Nodes {
+            count,
+            known_w: count as f64 * watts,
+            unknown: 0,
+        };
+        let part = |name: &str, free, held| (Some(name.to_owned()), free, held);
+        // Two of four 200 W gpu nodes held, none of eight 120 W ones.
+        let idle = IdleDraw::of_system([
+            part("gpu", nodes(4, 200.0), 2),
+            part("std", nodes(8, 120.0), 0),
+        ]);
+        assert_eq!(idle.nodes, 10);
+        assert!((idle.power_w - (400.0 + 960.0)).abs() < 1e-9);
+        // Held beyond a partition's free nodes, or by jobs naming none:
+        // out of what is left, at its mean (5 of 8 idle nodes are left).
+        let idle = IdleDraw::of_system([
+            part("gpu", nodes(1, 200.0), 3),
+            part("std", nodes(8, 120.0), 0),
+            (None, Nodes::default(), 1),
+        ]);
+        assert_eq!(idle.nodes, 5);
+        assert!((idle.power_w - 960.0 * 5.0 / 8.0).abs() < 1e-9, "{idle:?}");
+        // Everything held: nothing idle, never negative.
+        let idle = IdleDraw::of_system([(None, nodes(2, 100.0), 5)]);
+        assert_eq!((idle.nodes, idle.power_w), (0, 0.0));
     }
 }

@@ -163,7 +163,38 @@ impl Load {
     /// names is not free, whatever the job's partition. `taken` names nodes
     /// a job would take; those of them that are free are totalled apart.
     pub fn draw(&self, partition: Option<&str>, taken: &[String]) -> Draw {
-        let in_scope = |p: &Option<String>| partition.is_none() || p.as_deref() == partition;
+        self.draw_where(|p| partition.is_none() || p.as_deref() == partition, taken)
+    }
+
+    /// The totals of each partition named by a node or a running job, and
+    /// (under `None`) of the nodes and jobs that name none: the whole
+    /// system's draw, split so that the nodes a job holds without a node
+    /// list come out of its own partition's idle nodes.
+    /// `also` names one more (a job about to start there).
+    pub fn draws_by_partition(
+        &self,
+        taken: &[String],
+        also: Option<&str>,
+    ) -> Vec<(Option<String>, Draw)> {
+        let mut partitions: Vec<Option<String>> = self
+            .nodes
+            .iter()
+            .map(|n| n.partition.clone())
+            .chain(self.jobs.iter().map(|j| j.partition.clone()))
+            .chain([also.map(str::to_owned)])
+            .collect();
+        partitions.sort_unstable();
+        partitions.dedup();
+        partitions
+            .into_iter()
+            .map(|partition| {
+                let draw = self.draw_where(|p| *p == partition, taken);
+                (partition, draw)
+            })
+            .collect()
+    }
+
+    fn draw_where(&self, in_scope: impl Fn(&Option<String>) -> bool, taken: &[String]) -> Draw {
         let mut draw = Draw::default();
         for job in self.jobs.iter().filter(|j| in_scope(&j.partition)) {
             draw.reserved_w += job.reserved_w;

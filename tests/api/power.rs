@@ -213,3 +213,94 @@ async fn the_breakdown_adds_up_while_reservations_end() {
     // It was asked while some had ended and others had not.
     assert!(listed.len() > 5, "{listed:?}");
 }
+
+/// In a cluster whose partitions idle at different powers, the nodes a job
+/// holds without a node list come out of its own partition's idle draw, in
+/// the whole system's scope too: the system draws what its partitions draw
+/// together, and an admission in one partition releases there what the
+/// system releases. (They came out at the whole system's mean before: the
+/// system's draw was 102 W above the sum of its two partitions' here.)
+#[tokio::test]
+async fn the_system_draws_what_its_partitions_draw_together() {
+    let app = TestApp::new().await;
+    // Eight standard nodes at 120 W, four gpu nodes at 200 W.
+    for i in 1..=12 {
+        let (partition, idle) = if i <= 8 {
+            ("std", 120.0)
+        } else {
+            ("gpu", 200.0)
+        };
+        let body = json!({"partition": partition, "idle_power_w": idle});
+        let reply = app
+            .put(&format!("/v1/nodes/n{i:02}"), &app.admin, &body)
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    // Two gpu nodes held without a list, one standard node named.
+    for body in [
+        json!({"source": "s", "job_id": "G", "app": "lin", "nodes": 2, "partition": "gpu"}),
+        json!({"source": "s", "job_id": "S", "app": "lin", "node_list": "n01",
+               "partition": "std"}),
+    ] {
+        let reply = app.post("/v1/jobs", &app.schedule, &body).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+    let draw = async |query: &str| {
+        let reply = app
+            .get(&format!("/v1/power/headroom{query}"), &app.read)
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        reply.body
+    };
+    let (system, std, gpu) = (
+        draw("").await,
+        draw("?partition=std").await,
+        draw("?partition=gpu").await,
+    );
+    // Idle: seven standard nodes at 120 W and two gpu nodes at 200 W.
+    assert!(close(&std["idle"]["power_w"], 7.0 * 120.0), "{std:#}");
+    assert!(close(&gpu["idle"]["power_w"], 2.0 * 200.0), "{gpu:#}");
+    assert!(
+        close(&system["idle"]["power_w"], 7.0 * 120.0 + 2.0 * 200.0),
+        "{system:#}"
+    );
+    assert_eq!(system["idle"]["nodes"], 9);
+    let sum = std["draw_w"].as_f64().unwrap() + gpu["draw_w"].as_f64().unwrap();
+    assert!(close(&system["draw_w"], sum), "{system:#} against {sum}");
+
+    // A gpu job of one node without a list: the system releases one gpu
+    // node's 200 W, as the gpu partition does.
+    let reply = app
+        .post(
+            "/v1/admission",
+            &app.schedule,
+            &json!({"app": "lin", "nodes": 1, "partition": "gpu"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let released: Vec<f64> = reply.body["power"]["scopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["idle_released_w"].as_f64().unwrap())
+        .collect();
+    assert_eq!(released.len(), 2, "{:#}", reply.body);
+    for r in released {
+        assert!((r - 200.0).abs() < 1e-6, "{:#}", reply.body);
+    }
+
+    // A job naming no partition holds nodes at the mean of what is idle.
+    let body = json!({"source": "s", "job_id": "N", "app": "lin", "nodes": 3});
+    let reply = app.post("/v1/jobs", &app.schedule, &body).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let system = draw("").await;
+    let idle = 7.0 * 120.0 + 2.0 * 200.0;
+    assert!(
+        close(&system["idle"]["power_w"], idle * 6.0 / 9.0),
+        "{system:#}"
+    );
+    assert_eq!(system["idle"]["nodes"], 6);
+}
