@@ -176,31 +176,43 @@ impl Load {
         taken: &[String],
         also: Option<&str>,
     ) -> Vec<(Option<String>, Draw)> {
-        let mut partitions: Vec<Option<String>> = self
-            .nodes
-            .iter()
-            .map(|n| n.partition.clone())
-            .chain(self.jobs.iter().map(|j| j.partition.clone()))
-            .chain([also.map(str::to_owned)])
-            .collect();
-        partitions.sort_unstable();
-        partitions.dedup();
-        partitions
+        // One pass over the jobs and nodes for all partitions (a pass per
+        // partition cost an admission about 150 µs with 1,000 jobs); a
+        // cluster has few partitions, so each is found by a linear search.
+        let mut parts: Vec<(Option<&str>, Draw)> = Vec::new();
+        fn part<'a, 'v>(
+            parts: &'v mut Vec<(Option<&'a str>, Draw)>,
+            p: Option<&'a str>,
+        ) -> &'v mut Draw {
+            let i = match parts.iter().position(|(q, _)| *q == p) {
+                Some(i) => i,
+                None => {
+                    parts.push((p, Draw::default()));
+                    parts.len() - 1
+                }
+            };
+            &mut parts[i].1
+        }
+        part(&mut parts, also);
+        for job in &self.jobs {
+            job.add_to(part(&mut parts, job.partition.as_deref()));
+        }
+        let taken: HashSet<&str> = taken.iter().map(String::as_str).collect();
+        for node in self.nodes.iter().filter(|n| !self.held.contains(&n.name)) {
+            node.add_to(part(&mut parts, node.partition.as_deref()), &taken);
+        }
+        let mut parts: Vec<(Option<String>, Draw)> = parts
             .into_iter()
-            .map(|partition| {
-                let draw = self.draw_where(|p| *p == partition, taken);
-                (partition, draw)
-            })
-            .collect()
+            .map(|(p, draw)| (p.map(str::to_owned), draw))
+            .collect();
+        parts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        parts
     }
 
     fn draw_where(&self, in_scope: impl Fn(&Option<String>) -> bool, taken: &[String]) -> Draw {
         let mut draw = Draw::default();
         for job in self.jobs.iter().filter(|j| in_scope(&j.partition)) {
-            draw.reserved_w += job.reserved_w;
-            if job.node_list.is_none() {
-                draw.anonymous_nodes += i64::from(job.nodes);
-            }
+            job.add_to(&mut draw);
         }
         let taken: HashSet<&str> = taken.iter().map(String::as_str).collect();
         for node in self
@@ -208,12 +220,30 @@ impl Load {
             .iter()
             .filter(|n| in_scope(&n.partition) && !self.held.contains(&n.name))
         {
-            draw.free.add(node.idle_power_w);
-            if taken.contains(node.name.as_str()) {
-                draw.taken.add(node.idle_power_w);
-            }
+            node.add_to(&mut draw, &taken);
         }
         draw
+    }
+}
+
+impl JobLoad {
+    /// Count this job in `draw`: its reservation, and the nodes it holds
+    /// without naming them.
+    fn add_to(&self, draw: &mut Draw) {
+        draw.reserved_w += self.reserved_w;
+        if self.node_list.is_none() {
+            draw.anonymous_nodes += i64::from(self.nodes);
+        }
+    }
+}
+
+impl NodeIdle {
+    /// Count this free node in `draw`, and among its `taken` ones if named.
+    fn add_to(&self, draw: &mut Draw, taken: &HashSet<&str>) {
+        draw.free.add(self.idle_power_w);
+        if taken.contains(self.name.as_str()) {
+            draw.taken.add(self.idle_power_w);
+        }
     }
 }
 
