@@ -1129,4 +1129,31 @@ async fn curves_and_capacity_answers_agree_with_the_predictions() {
             "pareto at {nodes}"
         );
     }
+    // max-nodes: a count whose predicted APC is within the limit bounds the
+    // answer from below, and the APC it reports is the predicted one.
+    for n in [3_u32, 7, 11, 23, 45, 90, 150, 300, 450] {
+        let limit = predicted(n, "apc").await * (1.0 + 1e-12);
+        let path = format!("/v1/apps/castep/max-nodes?power_limit_w={limit}&max_nodes=512");
+        let reply = app.get(&path, &app.read).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        let found = reply.body["nodes"].as_u64().expect("a count") as u32;
+        assert!(
+            found >= n,
+            "{path}: {found} nodes, below {n}, whose APC fits"
+        );
+        for (nodes, field) in [(found, "apc_w"), (found + 1, "next_apc_w")] {
+            if measured.contains(&nodes) || nodes > 512 {
+                continue;
+            }
+            let value = reply.body[field].as_f64().unwrap();
+            let expected = predicted(nodes, "apc").await;
+            assert!(
+                same(value, expected),
+                "{path} {field} at {nodes}: {value} vs {expected}"
+            );
+        }
+        for metric in ["ets", "apc", "tts"] {
+            assert!(reply.body["models"][metric].is_string(), "{:#}", reply.body);
+        }
+    }
 }

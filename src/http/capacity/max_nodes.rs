@@ -121,19 +121,23 @@ pub async fn max_nodes(
     let range = search_range(min, max, &app)?;
     let allowed = predict::allowed_rmse(&app, allowed);
     let bound = params.bound.unwrap_or_default();
-    let apc_model = fitted_models(&state, &app, &[Metric::Apc], allowed)
-        .await?
-        .remove(0);
+    let fitted = fitted_models(&state, &app, &Metric::ALL, allowed).await?;
     let mut models = ModelsUsed {
         model_version: predict::model_version(&app),
-        ets: None,
-        apc: Some(case_of(&apc_model)),
-        tts: None,
+        ets: Some(case_of(&fitted[0])),
+        apc: Some(case_of(&fitted[1])),
+        tts: Some(case_of(&fitted[2])),
         workload: None,
     };
     let nodes_range = range.min_nodes..=range.max_nodes;
     let apc_at: Box<dyn Fn(u32) -> f64 + Send> = match bound {
-        Bound::Expected => Box::new(move |n| apc_model.model.predict_model(n).value),
+        // APC as the predictions give it: reconciled with EtS and TtS
+        // (`consistency::curves`), so that the count found here draws what
+        // `/predictions` says it draws.
+        Bound::Expected => {
+            let [ets, apc, tts]: [Arc<Fitted>; 3] = std::array::from_fn(|i| fitted[i].clone());
+            Box::new(move |n| consistency::curves([&ets.model, &apc.model, &tts.model], n)[1].value)
+        }
         Bound::Worst => {
             let Some(powers) =
                 crate::service::nodes::node_powers(&state, &workload, params.partition.as_deref())
@@ -151,7 +155,9 @@ pub async fn max_nodes(
                 .best_node_apc(&state.pool, &app, &powers, allowed)
                 .await
                 .map_err(|e| predict_error(&app.tag, e))?;
+            models.ets = None;
             models.apc = Some(case_of(&best));
+            models.tts = None;
             models.workload = Some(workload);
             let scale = powers.scale;
             Box::new(move |n| bounds::worst_of(best.model.predict_model(n).value, n, &scale))

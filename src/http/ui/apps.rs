@@ -117,24 +117,41 @@ pub async fn detail(
         Err(e) => return Err(fail(e, &viewer)),
     };
     let mut sections = Vec::new();
-    for metric in Metric::ALL {
-        let fitted = match predictions::model(&state, &tag, metric, None).await {
-            Ok((_, fitted)) => fitted,
-            Err(e @ ApiError::Invalid(_)) => {
-                notes.push(explain(e));
-                break;
-            }
-            Err(e) => return Err(fail(e, &viewer)),
-        };
-        let marks: Vec<(u32, &str)> = match metric {
-            Metric::Ets => least_energy
+    let allowed = crate::predict::allowed_rmse(&app, None);
+    match predictions::fitted_models(&state, &app, &Metric::ALL, allowed).await {
+        Ok(fitted) => {
+            let models: [&crate::model::Model; 3] = std::array::from_fn(|i| &fitted[i].model);
+            let nodes = curve_nodes(models[0]);
+            // The three curves as the predictions give them: reconciled so
+            // that EtS = APC × TtS at every drawn count (`consistency::curves`).
+            let curves: Vec<[crate::model::Prediction; 3]> = nodes
                 .iter()
-                .map(|c| (c.nodes, "least energy"))
-                .collect(),
-            Metric::Tts => fastest.iter().map(|c| (c.nodes, "fastest")).collect(),
-            Metric::Apc => Vec::new(),
-        };
-        sections.push(metric_section(metric, &fitted.model, &marks));
+                .map(|&n| crate::model::consistency::curves(models, n))
+                .collect();
+            for metric in Metric::ALL {
+                let marks: Vec<(u32, &str)> = match metric {
+                    Metric::Ets => least_energy
+                        .iter()
+                        .map(|c| (c.nodes, "least energy"))
+                        .collect(),
+                    Metric::Tts => fastest.iter().map(|c| (c.nodes, "fastest")).collect(),
+                    Metric::Apc => Vec::new(),
+                };
+                let curve: Vec<(f64, &crate::model::Prediction)> = nodes
+                    .iter()
+                    .zip(&curves)
+                    .map(|(&n, at)| (f64::from(n), &at[metric.index()]))
+                    .collect();
+                sections.push(metric_section(
+                    metric,
+                    &fitted[metric.index()].model,
+                    &curve,
+                    &marks,
+                ));
+            }
+        }
+        Err(e @ ApiError::Invalid(_)) => notes.push(explain(e)),
+        Err(e) => return Err(fail(e, &viewer)),
     }
     let body = html! {
         h1 { (app.tag) }
@@ -178,13 +195,14 @@ fn explain(error: ApiError) -> String {
     }
 }
 
-fn metric_section(metric: Metric, model: &crate::model::Model, marks: &[(u32, &str)]) -> Markup {
-    let unit = metric.unit();
+/// Log-spaced node counts to draw, each once: from half the smallest
+/// measured count to twice the largest (the histories of the three metrics
+/// hold the same counts).
+fn curve_nodes(model: &crate::model::Model) -> Vec<u32> {
     let points = &model.history.points;
     let largest = points.last().map_or(1, |p| p.nodes);
     let smallest = points.first().map_or(1, |p| p.nodes);
     let (from, to) = ((smallest / 2).max(1), largest.saturating_mul(2).max(2));
-    // Log-spaced node counts, each once.
     let mut nodes: Vec<u32> = (0..CURVE_POINTS)
         .map(|i| {
             let t = f64::from(i) / f64::from(CURVE_POINTS - 1);
@@ -194,10 +212,17 @@ fn metric_section(metric: Metric, model: &crate::model::Model, marks: &[(u32, &s
         })
         .collect();
     nodes.dedup();
-    let curve: Vec<(f64, crate::model::Prediction)> = nodes
-        .iter()
-        .map(|&n| (f64::from(n), model.predict_model(n)))
-        .collect();
+    nodes
+}
+
+fn metric_section(
+    metric: Metric,
+    model: &crate::model::Model,
+    curve: &[(f64, &crate::model::Prediction)],
+    marks: &[(u32, &str)],
+) -> Markup {
+    let unit = metric.unit();
+    let points = &model.history.points;
     let layers = Layers {
         bands: vec![Series::new(
             "interval",
