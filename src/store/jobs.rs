@@ -241,14 +241,18 @@ pub async fn delete_attempt(
     source: &str,
     job_id: &str,
 ) -> sqlx::Result<Option<i64>> {
-    let app =
-        sqlx::query_scalar("DELETE FROM jobs WHERE source = $1 AND job_id = $2 RETURNING app_id")
-            .bind(source)
-            .bind(job_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    notify::send(&mut *conn, &Change::Load).await?;
-    Ok(app)
+    // The notification is sent by the statement itself, for the row it
+    // deletes: one round trip.
+    let query = format!(
+        "DELETE FROM jobs WHERE source = $1 AND job_id = $2
+         RETURNING app_id, {notify} IS NULL AS _notified",
+        notify = notify::sql(&Change::Load),
+    );
+    sqlx::query_scalar(sqlx::AssertSqlSafe(query))
+        .bind(source)
+        .bind(job_id)
+        .fetch_optional(&mut *conn)
+        .await
 }
 
 /// Remove a job (notifying the change), and its application if that is left
@@ -260,17 +264,7 @@ pub async fn delete(
     source: &str,
     job_id: &str,
 ) -> sqlx::Result<Option<Vec<String>>> {
-    let query = format!(
-        "DELETE FROM jobs WHERE source = $1 AND job_id = $2
-         RETURNING app_id, {notify} IS NULL AS _notified",
-        notify = notify::sql(&Change::Load),
-    );
-    let app: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(query))
-        .bind(source)
-        .bind(job_id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    match app {
+    match delete_attempt(&mut *conn, lock, source, job_id).await? {
         Some(app) => Ok(Some(
             super::apps::remove_if_unused(&mut *conn, lock, &[app]).await?,
         )),
