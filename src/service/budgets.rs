@@ -35,13 +35,15 @@ pub struct Budget {
     /// Energy of the account's runs that finished in the period, J.
     pub consumed_j: f64,
     pub runs: i64,
-    /// Predicted energy still to come from the account's running jobs:
-    /// each job's predicted EtS × the share of its predicted TtS not yet run.
+    /// Predicted energy of the account's running jobs, J, used so far and
+    /// still to come (their runs' measured energy counts in `consumed_j`
+    /// only once they end): each job's predicted EtS, or its predicted power
+    /// × the time it has run when that is longer than its predicted TtS. A
+    /// job without history but with a time limit commits its reserved power
+    /// × that limit.
     pub committed_j: f64,
     /// Running jobs without a prediction (their application has no
-    /// history) nor a time limit: they commit an unknown amount. A job
-    /// without history but with a time limit commits its reserved power
-    /// until that limit.
+    /// history) nor a time limit: they commit an unknown amount.
     pub unpredicted_jobs: usize,
     /// limit − consumed − committed, J (negative: overdrawn).
     pub remaining_j: f64,
@@ -230,6 +232,21 @@ pub async fn burn_down(service: &Service, account: &Account) -> Result<BurnDown>
     })
 }
 
+/// The energy a running job counts against its account's budget: all of it,
+/// the part already used as well as the part to come, since its run's
+/// measured energy counts (in `consumed_j`) only once it has ended. That is
+/// its predicted EtS, or more for a job running past its predicted TtS: its
+/// predicted power (EtS / TtS) for as long as it has run.
+fn committed_by(ets: f64, tts: f64, started_at: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
+    // A job dated to start later has used none of its time yet.
+    let elapsed = (now - started_at).as_seconds_f64().max(0.0);
+    if elapsed > tts {
+        ets / tts * elapsed
+    } else {
+        ets
+    }
+}
+
 /// Whether a period [start, end) is in force at `now`.
 pub fn in_force(start: DateTime<Utc>, end: DateTime<Utc>, now: DateTime<Utc>) -> bool {
     start <= now && now < end
@@ -250,14 +267,10 @@ pub async fn standing(
     // force (a custom period may have ended, or not yet begun).
     let counted = in_force(start, end, now);
     for job in load.of_account(&row.account).filter(|_| counted) {
-        // A job dated to start later has used none of its time yet.
-        let elapsed = (now - job.started_at).as_seconds_f64().max(0.0);
         match (job.predicted_ets_j, job.predicted_tts_s, job.time_limit_s) {
-            (Some(ets), Some(tts), _) => {
-                committed_j += ets * (1.0 - elapsed / tts).clamp(0.0, 1.0);
-            }
-            // No history: at most its reserved power until its time limit.
-            (_, _, Some(limit)) => committed_j += job.reserved_w * (limit - elapsed).max(0.0),
+            (Some(ets), Some(tts), _) => committed_j += committed_by(ets, tts, job.started_at, now),
+            // No history: at most its reserved power for its whole time limit.
+            (_, _, Some(limit)) => committed_j += job.reserved_w * limit,
             _ => unpredicted_jobs += 1,
         }
     }

@@ -169,7 +169,12 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
              INSERT INTO runs (app_id, source, job_id, nodes, node_list, energy_j, avg_power_w,
                                duration_s, derived, started_at, ended_at, quality, account)
              SELECT app_id, source, job_id, nodes, string_to_array(node_list, ','), energy_j,
-                    avg_power_w, duration_s, derived, started_at, ended_at, quality, account
+                    avg_power_w, duration_s, derived, started_at, ended_at, quality,
+                    -- Without its own, a run ending a running job is the
+                    -- job's account's (its budget counted the job).
+                    COALESCE(account, (SELECT j.account FROM jobs j
+                                       WHERE j.source = input.source
+                                         AND j.job_id = input.job_id))
              FROM input ORDER BY ord
              ON CONFLICT (source, job_id) DO NOTHING
              RETURNING id, app_id, source, job_id, nodes, energy_j, avg_power_w, duration_s,

@@ -27,6 +27,120 @@ async fn new_budget(app: &TestApp, limit_j: f64, period: &str) {
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
 }
 
+/// A running job counts with all of its predicted energy, used and to come,
+/// until its run's measured energy replaces it. Before, it committed only the
+/// share of its predicted time not yet run, so the part already used counted
+/// nowhere: a review (2026-11-28) had two 1.24 MJ jobs admitted under a
+/// 2 MJ budget, the second when the first was near its end, and the account
+/// ended 0.48 MJ over without any forced start.
+#[tokio::test]
+async fn a_running_job_counts_its_whole_energy_until_it_ends() {
+    let app = TestApp::new().await;
+    // History for predictions: 2 nodes take 600 s and 1.2 MJ (2,000 W).
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    new_budget(&app, 2.0e6, "month").await;
+    let start = |job: &str, ago_s: i64| {
+        json!({"source": "s", "job_id": job, "app": "lin", "nodes": 2, "account": "proj",
+               "started_at": (Utc::now() - Duration::seconds(ago_s)).to_rfc3339()})
+    };
+    // Near the end of its predicted 600 s, it still counts its 1.2 MJ.
+    let reply = app.post("/v1/jobs", &app.schedule, &start("a", 550)).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let b = app.get("/v1/budgets/proj", &app.read).await.body;
+    let committed = b["committed_j"].as_f64().unwrap();
+    assert!((committed - 1.2e6).abs() < 1e4, "{b:#}");
+    // So a second such job does not fit in the 0.8 MJ left.
+    let ask = json!({"app": "lin", "nodes": 2, "account": "proj"});
+    let reply = app.post("/v1/admission", &app.schedule, &ask).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["energy"]["fits"], false, "{:#}", reply.body);
+    assert_eq!(reply.body["admit"], false, "{:#}", reply.body);
+    let reply = app.post("/v1/jobs", &app.schedule, &start("b", 0)).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
+
+    // A job running past its predicted time counts its predicted power for
+    // as long as it has run: 2,000 W × 1,200 s.
+    let mut late = start("c", 1200);
+    late["force"] = json!(true);
+    let reply = app.post("/v1/jobs", &app.schedule, &late).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let b = app.get("/v1/budgets/proj", &app.read).await.body;
+    let committed = b["committed_j"].as_f64().unwrap();
+    assert!((committed - 3.6e6).abs() < 6e4, "{b:#}");
+
+    // Ended, the first job counts its measured energy instead.
+    let reply = app
+        .post(
+            "/v1/jobs/s/a/finish",
+            &app.schedule,
+            &json!({"energy_j": 1.3e6}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let b = app.get("/v1/budgets/proj", &app.read).await.body;
+    assert_eq!(b["consumed_j"], 1.3e6, "{b:#}");
+    let committed = b["committed_j"].as_f64().unwrap();
+    assert!((committed - 2.4e6).abs() < 6e4, "{b:#}");
+}
+
+/// A run sent without an account for a job still running is charged to the
+/// job's account, whose budget counted the job: before, the job's energy
+/// left the account's budget when its run arrived (the review of 2026-11-28:
+/// an sacct export without an `Account` column).
+#[tokio::test]
+async fn a_run_without_an_account_is_its_running_job_s() {
+    let app = TestApp::new().await;
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    new_budget(&app, 1.0e9, "month").await;
+    let start = json!({"source": "imp", "job_id": "78", "app": "lin", "nodes": 2,
+                       "account": "proj"});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let mut r = run("lin", "78", 2);
+    r["source"] = json!("imp");
+    let reply = app.post("/v1/runs", &app.ingest, &r).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let b = app.get("/v1/budgets/proj", &app.read).await.body;
+    assert_eq!(b["runs"], 1, "{b:#}");
+    assert_eq!(b["consumed_j"], r["energy_j"], "{b:#}");
+    assert_eq!(b["committed_j"], 0.0, "{b:#}");
+    let runs = app
+        .get("/v1/apps/lin/runs?nodes=2&limit=10", &app.read)
+        .await
+        .body;
+    let stored = runs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["job_id"] == "78")
+        .expect("the run");
+    assert_eq!(stored["account"], "proj", "{runs:#}");
+    // Sent again as it was: the same run. With another account: a conflict.
+    let reply = app.post("/v1/runs", &app.ingest, &r).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    r["account"] = json!("other");
+    app.post("/v1/runs", &app.ingest, &r)
+        .await
+        .assert_field_error(StatusCode::CONFLICT, "account");
+    // A run with an account of its own keeps it.
+    let start = json!({"source": "imp", "job_id": "79", "app": "lin", "nodes": 2,
+                       "account": "proj"});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let mut r = run("lin", "79", 2);
+    r["source"] = json!("imp");
+    r["account"] = json!("other");
+    let reply = app.post("/v1/runs", &app.ingest, &r).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let b = app.get("/v1/budgets/proj", &app.read).await.body;
+    assert_eq!(b["runs"], 1, "{b:#}");
+    assert_eq!(b["committed_j"], 0.0, "{b:#}");
+}
+
 #[tokio::test]
 async fn a_budget_counts_the_period_s_runs_and_the_running_jobs() {
     let app = TestApp::new().await;

@@ -409,15 +409,23 @@ async fn check(app: &TestApp, model: &Model, after: &Op) {
         let jobs = app
             .get(&format!("/v1/jobs?account={account}"), &app.read)
             .await;
-        let most: f64 = jobs.body["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|j| j["predicted_ets_j"].as_f64().unwrap_or(0.0))
-            .sum();
+        // Each job commits its whole predicted EtS, more if it has run past
+        // its predicted TtS (at its predicted power): at most what the time
+        // run until now gives, read after the budget.
+        let now = chrono::Utc::now();
+        let (mut least, mut most) = (0.0, 0.0);
+        for j in jobs.body["items"].as_array().unwrap() {
+            let ets = j["predicted_ets_j"].as_f64().unwrap();
+            let tts = j["predicted_tts_s"].as_f64().unwrap();
+            let started: chrono::DateTime<chrono::Utc> =
+                j["started_at"].as_str().unwrap().parse().unwrap();
+            let run_s = (now - started).as_seconds_f64();
+            least += ets;
+            most += ets * (run_s / tts).max(1.0);
+        }
         assert!(
-            committed >= 0.0 && committed <= most * (1.0 + 1e-9),
-            "{b:#}"
+            committed >= least * (1.0 - 1e-9) && committed <= most * (1.0 + 1e-9),
+            "{least} to {most}: {b:#}"
         );
         assert!(
             close(
