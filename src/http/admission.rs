@@ -19,7 +19,7 @@ use super::error::responses::{
     MalformedJson, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use super::error::{ApiResult, Problem};
-use super::extract::Json;
+use super::extract::{Json, NoQuery};
 use crate::service::admission;
 pub use crate::service::admission::{
     Admission, AdmissionInput, AdmissionPrediction, EnergyCheck, PowerCheck, ScopeCheck,
@@ -46,6 +46,7 @@ pub use crate::service::admission::{
 pub async fn admission(
     _: Authorized<auth::Schedule>,
     State(state): State<AppState>,
+    _: NoQuery,
     Json(input): Json<AdmissionInput>,
 ) -> ApiResult<axum::Json<Admission>> {
     Ok(axum::Json(admission::advise(&state, input).await?))

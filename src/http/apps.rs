@@ -16,7 +16,7 @@ use super::extract::{Json, Query};
 use super::page;
 use super::runs::Run;
 use crate::domain::ScalingMode;
-use crate::http::extract::AppPath;
+use crate::http::extract::{AppPath, NoQuery};
 use crate::service::apps::{self, AppMetadata, AppRow, RunFilter};
 use crate::validate::{self, Errors};
 
@@ -100,6 +100,7 @@ pub async fn put_app(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
     AppPath(tag): AppPath,
+    _: NoQuery,
     Json(input): Json<AppMetadataInput>,
 ) -> ApiResult<(StatusCode, axum::Json<App>)> {
     let mut errors = Errors::default();
@@ -140,6 +141,7 @@ pub async fn get_app(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
     AppPath(tag): AppPath,
+    _: NoQuery,
 ) -> ApiResult<axum::Json<App>> {
     let row = apps::find(&state, &tag).await?;
     Ok(axum::Json(AppRow::clone(&row).into()))

@@ -6,10 +6,10 @@ use axum::http::StatusCode;
 use super::AppState;
 use super::auth::{self, Authorized};
 use super::error::responses::{
-    NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
+    BadQuery, NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, Path};
+use super::extract::{Json, NoQuery, Path};
 use crate::service::budgets;
 pub use crate::service::budgets::{Budget, BudgetInput};
 use crate::validate::Account;
@@ -38,6 +38,7 @@ pub async fn put_budget(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
     Path(account): Path<String>,
+    _: NoQuery,
     Json(input): Json<BudgetInput>,
 ) -> ApiResult<(StatusCode, axum::Json<Budget>)> {
     let account = check_account(&account)?;
@@ -67,6 +68,7 @@ pub async fn delete_budget(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
     Path(account): Path<String>,
+    _: NoQuery,
 ) -> ApiResult<StatusCode> {
     let account = check_account(&account)?;
     if budgets::delete(&state, &account).await? {
@@ -90,6 +92,7 @@ pub struct Budgets {
     security(("bearer" = ["read"])),
     responses(
         (status = 200, description = "The budgets, by account", body = Budgets),
+        (status = 400, response = BadQuery),
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsRead),
         (status = 503, response = Unavailable),
@@ -97,6 +100,7 @@ pub struct Budgets {
 pub async fn list_budgets(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
+    _: NoQuery,
 ) -> ApiResult<axum::Json<Budgets>> {
     let items = budgets::standings(&state, budgets::MAX_STANDINGS).await?;
     Ok(axum::Json(Budgets { items }))
@@ -118,6 +122,7 @@ pub async fn get_budget(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
     Path(account): Path<String>,
+    _: NoQuery,
 ) -> ApiResult<axum::Json<Budget>> {
     let account = check_account(&account)?;
     Ok(axum::Json(budgets::get(&state, &account).await?))

@@ -13,7 +13,7 @@ use super::error::responses::{
     BadQuery, NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, Path, Query};
+use super::extract::{Json, NoQuery, Path, Query};
 use crate::service::caps::{self, NewCap};
 use crate::validate::{self, Errors, FieldError};
 
@@ -62,6 +62,7 @@ pub async fn put_cap(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
     Path(name): Path<String>,
+    _: NoQuery,
     Json(input): Json<PowerCapInput>,
 ) -> ApiResult<(StatusCode, axum::Json<PowerCap>)> {
     check_name(&name)?;
@@ -121,6 +122,7 @@ pub async fn get_cap(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
     Path(name): Path<String>,
+    _: NoQuery,
 ) -> ApiResult<axum::Json<PowerCap>> {
     check_name(&name)?;
     let row = caps::get(&state, &name)
@@ -146,6 +148,7 @@ pub async fn delete_cap(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
     Path(name): Path<String>,
+    _: NoQuery,
 ) -> ApiResult<StatusCode> {
     check_name(&name)?;
     if caps::delete(&state, &name).await? {

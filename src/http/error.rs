@@ -52,7 +52,7 @@ pub mod responses {
         NeedsAdmin: "Token lacks the `admin` scope";
         NotJson: "Body is not JSON";
         TooLarge: "Body too large";
-        MalformedJson: "Malformed JSON";
+        MalformedJson: "Malformed JSON, or a query parameter, which this endpoint takes none of";
         UnknownApp: "Unknown application";
         BadQuery: "Bad query parameter";
         BadParameter: "Bad parameter";

@@ -289,6 +289,28 @@ impl<T: DeserializeOwned> Query<T> {
     }
 }
 
+/// The query string of an endpoint that takes no parameters there: any
+/// parameter is refused (400 naming it), as `Query` refuses unknown ones, so
+/// that a filter or page size the endpoint does not have is not silently
+/// ignored.
+pub struct NoQuery;
+
+/// No query parameters.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoParams {}
+
+impl<S: Send + Sync> FromRequestParts<S> for NoQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        match parts.uri.query() {
+            None | Some("") => Ok(NoQuery),
+            query => Query::<NoParams>::parse(query).map(|_| NoQuery),
+        }
+    }
+}
+
 /// The application tag of a `/v1/apps/{app}/…` path, checked here once: a
 /// bad tag is a 400 naming `app` (as crates.io's `CratePath`).
 pub struct AppPath(pub Tag);

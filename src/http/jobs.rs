@@ -14,7 +14,7 @@ use super::error::responses::{
     BadQuery, NeedsRead, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use super::error::{ApiError, ApiResult, PROBLEM_JSON, Problem};
-use super::extract::{Json, Path, Query};
+use super::extract::{Json, NoQuery, Path, Query};
 use super::page;
 use super::runs::Run;
 use crate::service::admission::Admission;
@@ -57,6 +57,7 @@ pub use crate::service::jobs::{
 pub async fn start_job(
     _: Authorized<auth::Schedule>,
     State(state): State<AppState>,
+    _: NoQuery,
     Json(input): Json<JobInput>,
 ) -> ApiResult<Response> {
     let job_id = input.job_id.clone();
@@ -236,6 +237,7 @@ pub async fn finish_job(
     _: Authorized<auth::Schedule>,
     State(state): State<AppState>,
     Path((source, job_id)): Path<(String, String)>,
+    _: NoQuery,
     Json(input): Json<FinishInput>,
 ) -> ApiResult<axum::Json<Finished>> {
     let (source, job_id) = jobs::job_key(&source, &job_id).map_err(ApiError::BadRequest)?;
@@ -268,6 +270,7 @@ pub async fn cancel_job(
     _: Authorized<auth::Schedule>,
     State(state): State<AppState>,
     Path((source, job_id)): Path<(String, String)>,
+    _: NoQuery,
 ) -> ApiResult<StatusCode> {
     let (source, job_id) = jobs::job_key(&source, &job_id).map_err(ApiError::BadRequest)?;
     jobs::cancel(&state, &source, &job_id).await?;

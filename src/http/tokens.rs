@@ -8,9 +8,9 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::auth::{self, Authorized};
-use super::error::responses::{NeedsAdmin, NotJson, TooLarge, Unauthorized, Unavailable};
+use super::error::responses::{BadQuery, NeedsAdmin, NotJson, TooLarge, Unauthorized, Unavailable};
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, Path};
+use super::extract::{Json, NoQuery, Path};
 use crate::service;
 pub use crate::service::tokens::{CreatedToken, TokenInfo, create};
 use crate::tokens::Scope;
@@ -46,6 +46,7 @@ pub struct TokenInput {
 pub async fn create_token(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
+    _: NoQuery,
     Json(input): Json<TokenInput>,
 ) -> ApiResult<(StatusCode, axum::Json<CreatedToken>)> {
     let mut errors = Errors::default();
@@ -79,6 +80,7 @@ pub struct TokenList {
     security(("bearer" = ["admin"])),
     responses(
         (status = 200, description = "All tokens", body = TokenList),
+        (status = 400, response = BadQuery),
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsAdmin),
         (status = 503, response = Unavailable),
@@ -86,6 +88,7 @@ pub struct TokenList {
 pub async fn list_tokens(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
+    _: NoQuery,
 ) -> ApiResult<axum::Json<TokenList>> {
     Ok(axum::Json(TokenList {
         items: service::tokens::list(&state).await?,
@@ -108,6 +111,7 @@ pub async fn revoke_token(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
     Path(id): Path<i64>,
+    _: NoQuery,
 ) -> ApiResult<axum::Json<TokenInfo>> {
     Ok(axum::Json(service::tokens::revoke(&state, id).await?))
 }

@@ -15,7 +15,7 @@ use super::error::responses::{
     MalformedJson, NeedsSchedule, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::Json;
+use super::extract::{Json, NoQuery};
 use crate::service;
 use crate::validate::{self, FieldError, JobId, Source};
 
@@ -80,6 +80,7 @@ pub struct UnreservedCount {
 pub async fn report_unreserved(
     _: Authorized<auth::Schedule>,
     State(state): State<AppState>,
+    _: NoQuery,
     Json(input): Json<UnreservedInput>,
 ) -> ApiResult<axum::Json<UnreservedCount>> {
     let mut problems = Vec::new();

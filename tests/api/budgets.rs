@@ -524,3 +524,19 @@ async fn budgets_are_listed_and_removed() {
     let list = app.get("/v1/budgets", &app.read).await;
     assert_eq!(list.body["items"].as_array().unwrap().len(), 1);
 }
+
+/// The listing takes no parameters: one sent is refused and named, not
+/// silently ignored (`limit` looked like a page size and was not one).
+#[tokio::test]
+async fn the_budget_listing_refuses_parameters_it_does_not_take() {
+    let app = TestApp::new().await;
+    new_budget(&app, 1e9, "month").await;
+    app.get("/v1/budgets?limit=5", &app.read)
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "limit");
+    app.get("/v1/budgets/proj?x=1", &app.read)
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "x");
+    let reply = app.get("/v1/budgets?", &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+}

@@ -19,7 +19,7 @@ use super::error::responses::{
 };
 use super::error::{ApiError, ApiResult, Problem};
 use super::extract::{Json, Query};
-use crate::http::extract::AppPath;
+use crate::http::extract::{AppPath, NoQuery};
 use crate::model::efficiency::{self as factors};
 use crate::service::apps;
 use crate::service::efficiency::{self, MeasurementRow, NewMeasurement};
@@ -243,6 +243,7 @@ pub async fn post_efficiency(
     _: Authorized<auth::Ingest>,
     State(state): State<AppState>,
     AppPath(tag): AppPath,
+    _: NoQuery,
     Json(input): Json<MeasurementsInput>,
 ) -> ApiResult<(StatusCode, axum::Json<Stored>)> {
     let measurements = check(input).map_err(ApiError::Invalid)?;

@@ -19,7 +19,7 @@ use super::error::responses::{
     HeavyBusy, MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized,
 };
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, comma_separated};
+use super::extract::{Json, NoQuery, comma_separated};
 use crate::extrap::Series;
 use crate::model::expectation;
 use crate::model::pmnf::Shape;
@@ -223,6 +223,7 @@ fn search_error(
 pub async fn search_models(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
+    _: NoQuery,
     Json(request): Json<SearchRequest>,
 ) -> ApiResult<axum::Json<SearchAnswer>> {
     let mut errors = Errors::default();

@@ -14,7 +14,7 @@ use crate::http::error::responses::{
     HeavyBusy, MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use crate::http::error::{ApiError, ApiResult, Problem};
-use crate::http::extract::Json;
+use crate::http::extract::{Json, NoQuery};
 use crate::http::predictions::MetricName;
 use crate::model::pmnf;
 use crate::model::search::Settings;
@@ -122,6 +122,7 @@ pub struct RulesAnswer {
 pub async fn check_rules(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
+    _: NoQuery,
     Json(request): Json<RulesRequest>,
 ) -> ApiResult<axum::Json<RulesAnswer>> {
     let mut errors = Errors::default();

@@ -20,7 +20,7 @@ use super::error::responses::{
     BadQuery, NeedsAdmin, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, Path, Query};
+use super::extract::{Json, NoQuery, Path, Query};
 use super::page;
 use crate::service::nodes::{self, NodeMetadata, NodeRow};
 use crate::validate::{self, Errors, NodeName};
@@ -103,6 +103,7 @@ pub async fn put_node(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
     Path(name): Path<String>,
+    _: NoQuery,
     Json(input): Json<NodeInput>,
 ) -> ApiResult<(StatusCode, axum::Json<Node>)> {
     let name = check_node_name(&name)?;
@@ -166,6 +167,7 @@ pub async fn delete_node(
     _: Authorized<auth::Admin>,
     State(state): State<AppState>,
     Path(name): Path<String>,
+    _: NoQuery,
 ) -> ApiResult<StatusCode> {
     let name = check_node_name(&name)?;
     if nodes::delete(&state, &name).await? {
@@ -194,6 +196,7 @@ pub async fn get_node(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
     Path(name): Path<String>,
+    _: NoQuery,
 ) -> ApiResult<axum::Json<Node>> {
     let name = check_node_name(&name)?;
     let row = nodes::get(&state, &name)

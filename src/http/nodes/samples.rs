@@ -11,7 +11,7 @@ use crate::http::error::responses::{
     MalformedJson, NeedsIngest, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use crate::http::error::{ApiError, ApiResult, Problem, ProblemField};
-use crate::http::extract::{Json, JsonItem};
+use crate::http::extract::{Json, JsonItem, NoQuery};
 use crate::http::runs::{ItemStatus, Rejection};
 use crate::service::nodes::{self, NewSample, SampleOutcome};
 use crate::validate::{self, Errors, FieldError};
@@ -111,6 +111,7 @@ fn validate_sample(input: SampleInput, now: DateTime<Utc>) -> Result<NewSample, 
 pub async fn post_samples(
     _: Authorized<auth::Ingest>,
     State(state): State<AppState>,
+    _: NoQuery,
     Json(batch): Json<SampleBatch>,
 ) -> ApiResult<axum::Json<SampleResult>> {
     let count = batch.samples.len();

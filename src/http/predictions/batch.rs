@@ -14,7 +14,7 @@ use crate::http::error::responses::{
     MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use crate::http::error::{ApiError, ApiResult, Problem};
-use crate::http::extract::{Json, JsonItem};
+use crate::http::extract::{Json, JsonItem, NoQuery};
 use crate::model;
 use crate::predict;
 use crate::service::apps::{AppRow, find, prefetch};
@@ -121,6 +121,7 @@ pub struct BatchAnswers {
 pub async fn post_predictions(
     _: Authorized<auth::Read>,
     State(state): State<AppState>,
+    _: NoQuery,
     Json(batch): Json<PredictionBatch>,
 ) -> ApiResult<axum::Json<BatchAnswers>> {
     let count = batch.queries.len();

@@ -12,7 +12,7 @@ use crate::http::error::responses::{
     HeavyBusy, MalformedJson, NeedsIngest, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use crate::http::error::{ApiError, ApiResult, Problem, ProblemField};
-use crate::http::extract::{Json, JsonItem};
+use crate::http::extract::{Json, JsonItem, NoQuery};
 use crate::ingest::{self, Outcome};
 use crate::service::runs;
 use crate::validate::{self, FieldError};
@@ -96,6 +96,7 @@ pub struct BatchResult {
 pub async fn create_batch(
     _: Authorized<auth::Ingest>,
     State(state): State<AppState>,
+    _: NoQuery,
     Json(input): Json<BatchInput>,
 ) -> ApiResult<axum::Json<BatchResult>> {
     let count = input.runs.len();

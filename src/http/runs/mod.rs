@@ -18,7 +18,7 @@ use super::error::responses::{
     MalformedJson, NeedsIngest, NeedsRead, NotJson, TooLarge, Unauthorized, Unavailable,
 };
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, JsonItem, Path, Query};
+use super::extract::{Json, JsonItem, NoQuery, Path, Query};
 use crate::ingest::{self, NodeListDraft, NodeListSchema, RunDraft};
 use crate::service::runs;
 use crate::service::runs::RunRow;
@@ -200,6 +200,7 @@ pub struct RunAccepted {
 pub async fn create_run(
     _: Authorized<auth::Ingest>,
     State(state): State<AppState>,
+    _: NoQuery,
     Json(input): Json<JsonItem>,
 ) -> ApiResult<Response> {
     let input = read_run(input, "").map_err(ApiError::Invalid)?;
