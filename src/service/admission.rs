@@ -18,7 +18,7 @@ use utoipa::ToSchema;
 
 use super::budgets::standing;
 use super::jobs::{Estimate, estimate};
-use super::power::scope_idle;
+use super::power::ScopeDraws;
 use super::predictions::{NodeScope, scope_nodes};
 use super::{Error, Result, Service, apps, power};
 use crate::domain::ReservedBasis;
@@ -329,25 +329,22 @@ fn scope_check(
 ) -> ScopeCheck {
     let (cap_name, cap_w) = (cap.as_ref().map(|c| c.name.clone()), cap.map(|c| c.limit_w));
     let list = job.scope.list.as_deref().unwrap_or_default();
-    let draw = load.draw(partition, list);
     // In the system's scope, each partition's idle nodes at their own power
-    // (`power::scope_idle`), the job's among its partition's.
+    // (`power::ScopeDraws`), the job's among its partition's: one pass over
+    // the load for the draw before the job and after it.
     let own = job.scope.partition.as_deref();
-    let before = scope_idle(load, partition, list, own, |_, d| {
-        (d.free, d.anonymous_nodes)
-    });
+    let draws = ScopeDraws::of(load, partition, list, own);
+    let before = draws.idle(|_, d| (d.free, d.anonymous_nodes));
     let after = if job.scope.list.is_some() {
-        scope_idle(load, partition, list, own, |_, d| {
-            (d.free.without(d.taken), d.anonymous_nodes)
-        })
+        draws.idle(|_, d| (d.free.without(d.taken), d.anonymous_nodes))
     } else {
         let nodes = i64::from(job.nodes);
-        scope_idle(load, partition, list, own, |p, d| {
+        draws.idle(|p, d| {
             let here = partition.is_some() || p == own;
             (d.free, d.anonymous_nodes + if here { nodes } else { 0 })
         })
     };
-    let draw_w = draw.reserved_w + before.power_w;
+    let draw_w = draws.reserved_w() + before.power_w;
     let idle_released_w = before.power_w - after.power_w;
     let headroom_after_w = cap_w.map(|cap| cap - (draw_w - idle_released_w + reserved_w));
     ScopeCheck {

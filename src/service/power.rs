@@ -84,12 +84,10 @@ pub async fn headroom(
         .await?;
     let cap = store::caps::in_force_for(&mut *tx, partition, at).await?;
     let load = store::power::load(&mut tx, service.settings.expiry, now).await?;
-    let draw = load.draw(partition, &[]);
     let jobs = store::jobs::list(&mut *tx, None, partition, None).await?;
     tx.commit().await?;
-    let idle = scope_idle(&load, partition, &[], None, |_, d| {
-        (d.free, d.anonymous_nodes)
-    });
+    let draws = ScopeDraws::of(&load, partition, &[], None);
+    let idle = draws.idle(|_, d| (d.free, d.anonymous_nodes));
     let expiry = service.settings.expiry;
     let jobs: Vec<JobDraw> = jobs
         .into_iter()
@@ -104,7 +102,7 @@ pub async fn headroom(
             basis: j.reserved_basis,
         })
         .collect();
-    let draw_w = draw.reserved_w + idle.power_w;
+    let draw_w = draws.reserved_w() + idle.power_w;
     let cap = cap.map(|c| PowerCap::from_row(c, now));
     Ok(Headroom {
         partition: partition.map(str::to_owned),
@@ -159,28 +157,45 @@ async fn read_load(service: &Service, stale_in_outage: bool) -> Result<Arc<Load>
     Ok(load)
 }
 
-/// The idle draw of `partition` (`None`: the whole system, counted by
-/// partition as `IdleDraw::of_system` does), the free nodes and the nodes
-/// held without a node list of each part given by `part` from the part's
-/// partition and draw (`taken` and `also` as `Load::draws_by_partition`).
-pub fn scope_idle(
-    load: &Load,
-    partition: Option<&str>,
-    taken: &[String],
-    also: Option<&str>,
-    part: impl Fn(Option<&str>, &Draw) -> (Nodes, i64),
-) -> IdleDraw {
-    match partition {
-        Some(_) => {
-            let (free, held) = part(partition, &load.draw(partition, taken));
-            IdleDraw::of(free, held)
+/// What a scope's power is counted from, read from the load once: the
+/// partition's totals, or for the whole system each partition's
+/// (`Load::draws_by_partition`), so that its idle nodes are counted by
+/// partition as `IdleDraw::of_system` does (`taken` and `also` as there).
+pub enum ScopeDraws {
+    Partition(Draw),
+    System(Vec<(Option<String>, Draw)>),
+}
+
+impl ScopeDraws {
+    pub fn of(load: &Load, partition: Option<&str>, taken: &[String], also: Option<&str>) -> Self {
+        match partition {
+            Some(_) => ScopeDraws::Partition(load.draw(partition, taken)),
+            None => ScopeDraws::System(load.draws_by_partition(taken, also)),
         }
-        None => IdleDraw::of_system(load.draws_by_partition(taken, also).into_iter().map(
-            |(p, draw)| {
-                let (free, held) = part(p.as_deref(), &draw);
-                (p, free, held)
-            },
-        )),
+    }
+
+    /// Σ of the scope's running jobs' reserved power.
+    pub fn reserved_w(&self) -> f64 {
+        match self {
+            ScopeDraws::Partition(draw) => draw.reserved_w,
+            ScopeDraws::System(parts) => parts.iter().map(|(_, d)| d.reserved_w).sum(),
+        }
+    }
+
+    /// The scope's idle draw, with the free nodes and the nodes held
+    /// without a node list of each part given by `part` from the part's
+    /// partition (`None` for a partition's scope: it is one part) and draw.
+    pub fn idle(&self, part: impl Fn(Option<&str>, &Draw) -> (Nodes, i64)) -> IdleDraw {
+        match self {
+            ScopeDraws::Partition(draw) => {
+                let (free, held) = part(None, draw);
+                IdleDraw::of(free, held)
+            }
+            ScopeDraws::System(parts) => IdleDraw::of_system(parts.iter().map(|(p, draw)| {
+                let (free, held) = part(p.as_deref(), draw);
+                (p.clone(), free, held)
+            })),
+        }
     }
 }
 
