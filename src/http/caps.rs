@@ -215,7 +215,7 @@ pub async fn list_caps(
 ) -> ApiResult<axum::Json<PowerCaps>> {
     check_scope(params.partition.as_deref(), params.at)?;
     let now = Utc::now();
-    let at = params.at.map(validate::as_stored).unwrap_or(now);
+    let at = validate::as_stored(params.at.unwrap_or(now));
     let partition = params.partition.as_deref();
     let items = caps::list(&state)
         .await?

@@ -516,7 +516,8 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
         nodes,
         scope: &scope,
         account: account.as_deref(),
-        at: input.start_at.map(validate::as_stored).unwrap_or(now),
+        // As times are stored and answered: to the microsecond.
+        at: validate::as_stored(input.start_at.unwrap_or(now)),
         time_limit_s: input.time_limit_s,
     };
     let load = power::current_load(service).await?;

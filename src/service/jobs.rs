@@ -355,7 +355,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             nodes,
             scope: &scope,
             account: account.as_deref(),
-            at: now,
+            at: crate::validate::as_stored(now),
             time_limit_s: input.time_limit_s,
         };
         let load = store::power::load(&mut tx, service.settings.expiry, now).await?;
@@ -634,6 +634,19 @@ pub async fn finish(
     let ended_at = match input.ended_at {
         Some(end) => Some(end),
         None if timed => None,
+        // A job dated to start later (a scheduler's clock ahead of this
+        // one's) has no end at this time: say what to send rather than
+        // reject fields the client never sent.
+        None if job.started_at >= Utc::now() => {
+            return Err(Error::Invalid(vec![FieldError::new(
+                "ended_at",
+                format!(
+                    "is needed: without it the end is now, which is not after the job's                      start ({}); send ended_at or duration_s",
+                    job.started_at
+                        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+                ),
+            )]));
+        }
         None => Some(Utc::now()),
     };
     let measured = [input.energy_j, input.avg_power_w, input.duration_s]

@@ -550,3 +550,28 @@ async fn a_reservation_stops_counting_in_admission_when_it_ends() {
     let budget_after = app.get("/v1/budgets/proj", &app.read).await.body;
     assert_eq!(committed(&budget_after), 0.0, "{budget_after:#}");
 }
+
+/// Times are answered as they are kept, to the microsecond: the time an
+/// admission or a cap listing is judged at too (they carried nanoseconds).
+#[tokio::test]
+async fn the_time_judged_at_is_given_to_the_microsecond() {
+    let app = cluster().await;
+    let fraction = |at: &Value| {
+        let at = at.as_str().expect("a time");
+        let digits = at
+            .split_once('.')
+            .map_or(0, |(_, f)| f.trim_end_matches('Z').len());
+        assert!(digits <= 6, "{at}");
+    };
+    for i in 0..5 {
+        let a = admit(&app, json!({"app": "lin", "nodes": 2})).await;
+        fraction(&a["at"]);
+        let caps = app.get("/v1/power-caps", &app.read).await;
+        assert_eq!(caps.status, StatusCode::OK, "{:#}", caps.body);
+        fraction(&caps.body["at"]);
+        let job = json!({"source": "m", "job_id": format!("j{i}"), "app": "lin", "nodes": 1});
+        let reply = app.post("/v1/jobs", &app.schedule, &job).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+        fraction(&reply.body["admission"]["at"]);
+    }
+}

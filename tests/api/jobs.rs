@@ -1180,3 +1180,40 @@ async fn a_job_end_racing_its_cancellation_is_one_or_the_other() {
     assert_eq!(app.run_count().await, before + finished);
     eprintln!("finished {finished}, cancelled {cancelled} of {rounds}");
 }
+
+/// A job dated to start later (up to a day ahead is accepted: a scheduler's
+/// clock ahead of the service's) cannot end now. Finished with its energy
+/// alone, the answer names `ended_at`, which was missing, and says what to
+/// send; before, it rejected `ended_at` and `duration_s`, neither of which
+/// the client had sent (the review of 2026-11-28).
+#[tokio::test]
+async fn a_job_dated_later_is_finished_with_its_end() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let started = Utc::now() + Duration::hours(2);
+    let start = json!({"source": "f", "job_id": "1", "app": "lin", "nodes": 1,
+                       "started_at": started.to_rfc3339()});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let reply = app
+        .post(
+            "/v1/jobs/f/1/finish",
+            &app.schedule,
+            &json!({"energy_j": 1.0e5}),
+        )
+        .await;
+    reply.assert_problem(StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(reply.error_fields(), ["ended_at"], "{:#}", reply.body);
+    let reason = reply.body["errors"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("duration_s"), "{reason}");
+    // Still running; with its duration it ends.
+    let reply = app.get("/v1/jobs?source=f", &app.read).await;
+    assert_eq!(reply.body["items"].as_array().unwrap().len(), 1);
+    let finish = json!({"energy_j": 1.0e5, "duration_s": 100.0});
+    let reply = app
+        .post("/v1/jobs/f/1/finish", &app.schedule, &finish)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let reply = app.get("/v1/jobs?source=f", &app.read).await;
+    assert_eq!(reply.body["items"].as_array().unwrap().len(), 0);
+}
