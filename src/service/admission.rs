@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 use super::budgets::standing;
 use super::jobs::{Estimate, estimate};
 use super::power::ScopeDraws;
-use super::predictions::{NodeScope, scope_nodes};
+use super::predictions::{NodeScope, scope_nodes, settle_partition};
 use super::{Error, Result, Service, apps, power};
 use crate::domain::ReservedBasis;
 use crate::ingest::{NodeListDraft, NodeListSchema};
@@ -503,11 +503,12 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
         app: tag,
         account,
         nodes,
-        scope,
+        mut scope,
     }) = shape.check(service, &mut problems)
     else {
         return Err(Error::Invalid(problems));
     };
+    settle_partition(service, &mut scope).await?;
     let app = apps::find_known(service, &tag).await?;
     let estimate = estimate(service, app.as_deref(), nodes, &scope).await?;
     let now = Utc::now();

@@ -9,7 +9,9 @@ use utoipa::ToSchema;
 use super::admission::{
     Admission, Asked, Candidate, CheckedShape, JobShape, count_decision, decide,
 };
-use super::predictions::{AggregateName, Consistent, NodeScope, check_registered, node_answers};
+use super::predictions::{
+    AggregateName, Consistent, NodeScope, check_registered, node_answers, settle_partition,
+};
 use super::runs::{RunStatus, store_job_end};
 use super::{Error, Result, Service, apps};
 use crate::domain::ReservedBasis;
@@ -273,12 +275,13 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             app: tag,
             account,
             nodes,
-            scope,
+            mut scope,
         }),
     ) = (source, job_id, shape.check(service, &mut problems))
     else {
         return Err(Error::Invalid(problems));
     };
+    settle_partition(service, &mut scope).await?;
     // Checked again under the lock; here, to spare a prediction.
     if store::runs::id_by_key(&service.pool, &source, &job_id)
         .await?
@@ -381,7 +384,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             app_id: app.id,
             nodes: i32::try_from(nodes).unwrap_or(i32::MAX),
             node_list: scope.list,
-            partition: input.partition,
+            partition: scope.partition,
             account: account.map(String::from),
             started_at,
             predicted_apc_w: estimate.apc_w,

@@ -411,6 +411,28 @@ pub fn scope_nodes(
     }
 }
 
+/// Count a job naming its nodes where they are: when the registry has every
+/// listed node in one partition, that is the job's partition for power
+/// (its caps, headroom and admission), whatever partition the job named or
+/// if it named none. A partition cap limits what a partition's nodes draw;
+/// a job counted elsewhere than its nodes took their idle power out of
+/// their partition without adding its own, so a node list without a
+/// partition passed under that partition's cap (a review, 2026-11-28). A
+/// scheduler's partitions may overlap, so a partition named otherwise is
+/// not refused. Nodes in several partitions leave the named one.
+pub async fn settle_partition(service: &Service, scope: &mut NodeScope) -> Result<()> {
+    let Some(list) = &scope.list else {
+        return Ok(());
+    };
+    let load = power::registry(service).await?;
+    if let Some(theirs) = load.partition_of_all(list)
+        && scope.partition.as_deref() != Some(theirs)
+    {
+        scope.partition = Some(theirs.to_owned());
+    }
+    Ok(())
+}
+
 /// Refuse (`Invalid`) a node list naming nodes not in the registry: a
 /// job's nodes are counted against the idle draw of registered nodes only,
 /// and a list of names nothing knows would be held, unbounded, in every

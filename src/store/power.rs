@@ -2,7 +2,7 @@
 //! jobs' reservations and its free nodes' idle power.
 
 pub use crate::config::Expiry;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
@@ -115,8 +115,8 @@ pub struct Load {
     nodes: Vec<NodeIdle>,
     /// Nodes some job names.
     held: HashSet<String>,
-    /// Every registered node's name.
-    registered: HashSet<String>,
+    /// Every registered node's name, with its partition.
+    registered: HashMap<String, Option<String>>,
     /// The earliest end of the jobs' reservations.
     first_expiry: Option<DateTime<Utc>>,
 }
@@ -129,7 +129,10 @@ impl Load {
             .flatten()
             .cloned()
             .collect();
-        let registered = nodes.iter().map(|n| n.name.clone()).collect();
+        let registered = nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.partition.clone()))
+            .collect();
         let first_expiry = jobs.iter().map(|j| j.expires_at).min();
         Load {
             jobs,
@@ -149,7 +152,18 @@ impl Load {
 
     /// Whether `name` is in the node registry.
     pub fn is_registered(&self, name: &str) -> bool {
-        self.registered.contains(name)
+        self.registered.contains_key(name)
+    }
+
+    /// The partition the registry has every registered node of `list` in,
+    /// when that is one partition (`None` when they are in several, in
+    /// none, or no node of the list is registered).
+    pub fn partition_of_all(&self, list: &[String]) -> Option<&str> {
+        let mut partitions = list.iter().filter_map(|n| self.registered.get(n));
+        let first = partitions.next()?.as_deref()?;
+        partitions
+            .all(|p| p.as_deref() == Some(first))
+            .then_some(first)
     }
 
     /// The running jobs of an account.
@@ -267,4 +281,37 @@ pub async fn lock_admission(executor: impl PgExecutor<'_>) -> sqlx::Result<Admis
         .execute(executor)
         .await?;
     Ok(AdmissionLock(()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_list_s_partition_is_the_one_all_its_registered_nodes_share() {
+        let node = |name: &str, partition: Option<&str>| NodeIdle {
+            name: name.into(),
+            partition: partition.map(String::from),
+            idle_power_w: None,
+        };
+        let load = Load::new(
+            Vec::new(),
+            vec![
+                node("g1", Some("gpu")),
+                node("g2", Some("gpu")),
+                node("c1", Some("cpu")),
+                node("x1", None),
+            ],
+        );
+        let list = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        assert_eq!(load.partition_of_all(&list(&["g1", "g2"])), Some("gpu"));
+        // Unregistered names do not count either way.
+        assert_eq!(load.partition_of_all(&list(&["g2", "zz"])), Some("gpu"));
+        assert_eq!(load.partition_of_all(&list(&["g1", "c1"])), None);
+        assert_eq!(load.partition_of_all(&list(&["x1"])), None);
+        assert_eq!(load.partition_of_all(&list(&["g1", "x1"])), None);
+        assert_eq!(load.partition_of_all(&list(&["x1", "g1"])), None);
+        assert_eq!(load.partition_of_all(&list(&["zz"])), None);
+        assert_eq!(load.partition_of_all(&[]), None);
+    }
 }

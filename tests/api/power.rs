@@ -304,3 +304,74 @@ async fn the_system_draws_what_its_partitions_draw_together() {
     );
     assert_eq!(system["idle"]["nodes"], 6);
 }
+
+/// A job naming its nodes counts where the registry has them, whatever
+/// partition it names: before, a node list without a partition took the
+/// nodes' idle power out of their partition without adding the job's own,
+/// so the job passed under that partition's cap (the review of 2026-11-28:
+/// four gpu nodes held, the gpu partition's draw 0 W).
+#[tokio::test]
+async fn a_job_counts_in_the_partition_its_nodes_are_in() {
+    let app = TestApp::new().await;
+    for i in 1..=8 {
+        let (partition, idle) = if i <= 4 {
+            ("gpu", 200.0)
+        } else {
+            ("cpu", 100.0)
+        };
+        let body = json!({"partition": partition, "idle_power_w": idle});
+        let reply = app.put(&format!("/v1/nodes/n{i}"), &app.admin, &body).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+    let cap = json!({"limit_w": 3_000.0, "partition": "gpu"});
+    let reply = app.put("/v1/power-caps/gpu", &app.admin, &cap).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    // History: APC 1000·n W.
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    let draw = async |query: &str| {
+        let reply = app
+            .get(&format!("/v1/power/headroom{query}"), &app.read)
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        reply.body
+    };
+    // Two gpu nodes named without a partition: a gpu job.
+    let job = json!({"source": "s", "job_id": "g", "app": "lin", "node_list": "n[1-2]"});
+    let reply = app.post("/v1/jobs", &app.schedule, &job).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["partition"], "gpu", "{:#}", reply.body);
+    let reserved = reply.body["reserved_w"].as_f64().unwrap();
+    let gpu = draw("?partition=gpu").await;
+    assert!(close(&gpu["draw_w"], reserved + 2.0 * 200.0), "{gpu:#}");
+    assert_eq!(gpu["jobs"].as_array().unwrap().len(), 1, "{gpu:#}");
+
+    // Two cpu nodes under the name of partition gpu (a scheduler's
+    // partitions may overlap): counted in cpu, where they draw.
+    let job = json!({"source": "s", "job_id": "c", "app": "lin", "node_list": "n[5-6]",
+                     "partition": "gpu"});
+    let reply = app.post("/v1/jobs", &app.schedule, &job).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["partition"], "cpu", "{:#}", reply.body);
+    let cpu_reserved = reply.body["reserved_w"].as_f64().unwrap();
+    let (gpu, cpu) = (draw("?partition=gpu").await, draw("?partition=cpu").await);
+    assert!(close(&gpu["draw_w"], reserved + 2.0 * 200.0), "{gpu:#}");
+    assert!(close(&cpu["draw_w"], cpu_reserved + 2.0 * 100.0), "{cpu:#}");
+
+    // A question naming the last two gpu nodes is judged under gpu's cap.
+    let ask = json!({"app": "lin", "node_list": "n[3-4]"});
+    let reply = app.post("/v1/admission", &app.schedule, &ask).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["power"]["partition"], "gpu", "{:#}", reply.body);
+    assert_eq!(reply.body["power"]["cap_name"], "gpu", "{:#}", reply.body);
+    // Nodes in two partitions: the partition named, here none.
+    let ask = json!({"app": "lin", "node_list": "n[4-5]"});
+    let reply = app.post("/v1/admission", &app.schedule, &ask).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert!(
+        reply.body["power"]["partition"].is_null(),
+        "{:#}",
+        reply.body
+    );
+}
