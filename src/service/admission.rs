@@ -44,11 +44,14 @@ pub struct AdmissionInput {
     pub partition: Option<String>,
     /// Checked against this account's energy budget.
     pub account: Option<String>,
-    /// The time whose cap applies (RFC 3339, default now). The draw and the
-    /// budget are those of now.
+    /// When the job would start (RFC 3339, default now): its run, from then
+    /// for its time limit (else its predicted TtS), is judged under the
+    /// tightest cap in force during it. The draw and the budget are those of
+    /// now (of a later cap's start, for the draw under it).
     pub start_at: Option<DateTime<Utc>>,
-    /// The job's time limit, s. Without history, the job's energy is bounded
-    /// by its reserved power × this limit. At most ten years.
+    /// The job's time limit, s: how long its run may reach into a cap that
+    /// begins later. Without history, the job's energy is bounded by its
+    /// reserved power × this limit. At most ten years.
     #[schema(minimum = 1e-100, maximum = 315_576_000.0)]
     pub time_limit_s: Option<f64>,
     /// Reference workload for the node classification; default the service's.
@@ -128,10 +131,18 @@ pub struct AdmissionPrediction {
 pub struct ScopeCheck {
     /// The partition, or `null` for the whole system.
     pub partition: Option<String>,
-    /// The cap in force; `null` (and the headrooms too) when none is.
+    /// The tightest cap in force while the job would run (from its start
+    /// for its time limit, else for its predicted time); `null` (and the
+    /// headrooms too) when none is.
     pub cap_name: Option<String>,
     pub cap_w: Option<f64>,
-    /// Draw now: running jobs' reserved power plus idle nodes, W.
+    /// When that cap begins, if after the job's start (a maintenance window
+    /// within its run); the draw is then the one expected then: without
+    /// the running jobs whose reservations end before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap_from: Option<DateTime<Utc>>,
+    /// Draw now (or from `cap_from`): running jobs' reserved power plus
+    /// idle nodes, W.
     pub draw_w: f64,
     pub headroom_before_w: Option<f64>,
     /// The idle power of the nodes the job would take, which its own power
@@ -152,6 +163,9 @@ pub struct PowerCheck {
     pub partition: Option<String>,
     pub cap_name: Option<String>,
     pub cap_w: Option<f64>,
+    /// When that cap begins, if during the job's run (see `ScopeCheck`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap_from: Option<DateTime<Utc>>,
     pub headroom_before_w: Option<f64>,
     /// The power the job would reserve, W: its node set's APC, else the
     /// worst-node bound, else the expected APC; without history, nodes × the
@@ -249,24 +263,34 @@ pub(crate) async fn decide(
     now: DateTime<Utc>,
 ) -> Result<Admission> {
     let partition = job.scope.partition.as_deref();
-    let (own_cap, system_cap) = store::caps::in_force(&mut *conn, partition, job.at).await?;
-    let mut scopes = Vec::with_capacity(2);
-    if partition.is_some() {
-        scopes.push(scope_check(
-            load,
-            partition,
-            own_cap,
+    // A cap that begins while the job would still run binds it too (a
+    // maintenance window): the tightest cap of each scope over the job's run,
+    // from its start for its time limit, else for its predicted time.
+    let until = run_until(job.at, job.time_limit_s.or(estimate.tts_s));
+    let (own_cap, system_cap) =
+        store::caps::in_force_during(&mut *conn, partition, job.at, until).await?;
+    // Against a cap that begins later, the load then, as far as it is known
+    // now: the jobs whose reservations have ended by then no longer count.
+    let check = |scope: Option<&str>, cap: Option<CapRow>| match cap
+        .as_ref()
+        .and_then(|c| c.starts_at)
+        .filter(|&t| t > job.at)
+    {
+        Some(from) => scope_check(
+            &load.at(from),
+            scope,
+            cap,
             job,
             estimate.reserved_w,
-        ));
+            Some(from),
+        ),
+        None => scope_check(load, scope, cap, job, estimate.reserved_w, None),
+    };
+    let mut scopes = Vec::with_capacity(2);
+    if partition.is_some() {
+        scopes.push(check(partition, own_cap));
     }
-    scopes.push(scope_check(
-        load,
-        None,
-        system_cap,
-        job,
-        estimate.reserved_w,
-    ));
+    scopes.push(check(None, system_cap));
     let energy = energy_check(conn, load, job, estimate, now).await?;
 
     let binding = scopes
@@ -296,6 +320,7 @@ pub(crate) async fn decide(
         partition: binding.partition,
         cap_name: binding.cap_name,
         cap_w: binding.cap_w,
+        cap_from: binding.cap_from,
         headroom_before_w: binding.headroom_before_w,
         predicted_apc_w: estimate.reserved_w,
         basis: estimate.basis,
@@ -320,12 +345,24 @@ pub(crate) async fn decide(
     })
 }
 
+/// The end of a job's run from `at`, for `seconds` (at most ten years, the
+/// longest time limit); `at` itself when the duration is unknown.
+fn run_until(at: DateTime<Utc>, seconds: Option<f64>) -> DateTime<Utc> {
+    const TEN_YEARS_S: f64 = 10.0 * 366.0 * 86_400.0;
+    seconds
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| chrono::TimeDelta::milliseconds((s.min(TEN_YEARS_S) * 1000.0).ceil() as i64))
+        .and_then(|d| at.checked_add_signed(d))
+        .unwrap_or(at)
+}
+
 fn scope_check(
     load: &Load,
     partition: Option<&str>,
     cap: Option<CapRow>,
     job: &Candidate<'_>,
     reserved_w: f64,
+    cap_from: Option<DateTime<Utc>>,
 ) -> ScopeCheck {
     let (cap_name, cap_w) = (cap.as_ref().map(|c| c.name.clone()), cap.map(|c| c.limit_w));
     let list = job.scope.list.as_deref().unwrap_or_default();
@@ -351,6 +388,7 @@ fn scope_check(
         partition: partition.map(str::to_owned),
         cap_name,
         cap_w,
+        cap_from,
         draw_w,
         headroom_before_w: cap_w.map(|cap| cap - draw_w),
         idle_released_w,
@@ -434,9 +472,16 @@ fn power_reason(s: &ScopeCheck, estimate: &Estimate) -> String {
     };
     let needs = whole(estimate.reserved_w - s.idle_released_w);
     let (cap, before) = (whole(cap), whole(before));
+    // A cap that begins during the job's run says when.
+    let from = s.cap_from.map_or_else(String::new, |t| {
+        format!(
+            ", from {} within the job's run",
+            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    });
     if s.fits {
         format!(
-            "power: fits under cap {name} ({cap} W, {scope}): {before} W of headroom, \
+            "power: fits under cap {name} ({cap} W, {scope}{from}): {before} W of headroom, \
              {} W after the job adds {needs} W ({} W {}, less {} W its nodes draw idle)",
             whole(after),
             whole(estimate.reserved_w),
@@ -445,7 +490,7 @@ fn power_reason(s: &ScopeCheck, estimate: &Estimate) -> String {
         )
     } else {
         format!(
-            "power: does not fit under cap {name} ({cap} W, {scope}): the job adds \
+            "power: does not fit under cap {name} ({cap} W, {scope}{from}): the job adds \
              {needs} W but only {before} W of headroom is left ({} W over)",
             whole(-after)
         )

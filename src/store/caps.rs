@@ -98,16 +98,28 @@ pub async fn in_force(
     partition: Option<&str>,
     at: DateTime<Utc>,
 ) -> sqlx::Result<(Option<CapRow>, Option<CapRow>)> {
+    in_force_during(executor, partition, at, at).await
+}
+
+/// As `in_force`, over `[from, until)`: for each scope the tightest cap
+/// active at any time of it (at `from` when `until` is not later).
+pub async fn in_force_during(
+    executor: impl PgExecutor<'_>,
+    partition: Option<&str>,
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> sqlx::Result<(Option<CapRow>, Option<CapRow>)> {
     let query = format!(
         "SELECT DISTINCT ON (partition) {COLUMNS} FROM power_caps
          WHERE (partition IS NULL OR partition = $1)
-           AND (starts_at IS NULL OR starts_at <= $2)
+           AND (starts_at IS NULL OR starts_at <= $2 OR starts_at < $3)
            AND (ends_at IS NULL OR ends_at > $2)
          ORDER BY partition, limit_w, ends_at NULLS LAST, name"
     );
     let rows: Vec<CapRow> = sqlx::query_as(sqlx::AssertSqlSafe(query))
         .bind(partition)
-        .bind(at)
+        .bind(from)
+        .bind(until)
         .fetch_all(executor)
         .await?;
     let (mut own, mut system) = (None, None);

@@ -150,6 +150,18 @@ impl Load {
         self.first_expiry.is_none_or(|end| now < end)
     }
 
+    /// The load at a later time `at`, as far as it is known now: without the
+    /// jobs whose reservations end by then (their nodes idle again).
+    pub fn at(&self, at: DateTime<Utc>) -> Load {
+        let jobs = self
+            .jobs
+            .iter()
+            .filter(|j| j.expires_at > at)
+            .cloned()
+            .collect();
+        Load::new(jobs, self.nodes.clone())
+    }
+
     /// Whether `name` is in the node registry.
     pub fn is_registered(&self, name: &str) -> bool {
         self.registered.contains_key(name)
@@ -313,5 +325,39 @@ mod tests {
         assert_eq!(load.partition_of_all(&list(&["x1", "g1"])), None);
         assert_eq!(load.partition_of_all(&list(&["zz"])), None);
         assert_eq!(load.partition_of_all(&[]), None);
+    }
+
+    #[test]
+    fn the_load_later_leaves_out_the_jobs_ended_by_then_and_frees_their_nodes() {
+        let t0: DateTime<Utc> = "2026-11-28T00:00:00Z".parse().unwrap();
+        let hour = chrono::Duration::hours(1);
+        let job = |hours: i32, node: &str| JobLoad {
+            partition: Some("p".into()),
+            reserved_w: 1000.0,
+            nodes: 1,
+            node_list: Some(vec![node.into()]),
+            account: None,
+            started_at: t0,
+            predicted_ets_j: None,
+            predicted_tts_s: None,
+            time_limit_s: None,
+            expires_at: t0 + hour * hours,
+        };
+        let nodes = ["a", "b", "c"]
+            .map(|name| NodeIdle {
+                name: name.into(),
+                partition: Some("p".into()),
+                idle_power_w: Some(100.0),
+            })
+            .to_vec();
+        let load = Load::new(vec![job(1, "a"), job(3, "b")], nodes);
+        let now = load.draw(Some("p"), &[]);
+        assert_eq!((now.reserved_w, now.free.count), (2000.0, 1));
+        // At 1 h the first reservation has ended: its node is idle again.
+        let later = load.at(t0 + hour);
+        let draw = later.draw(Some("p"), &[]);
+        assert_eq!((draw.reserved_w, draw.free.count), (1000.0, 2));
+        assert_eq!(draw.free.known_w, 200.0);
+        assert_eq!(load.at(t0 + hour * 3).draw(None, &[]).reserved_w, 0.0);
     }
 }

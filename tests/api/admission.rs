@@ -575,3 +575,63 @@ async fn the_time_judged_at_is_given_to_the_microsecond() {
         fraction(&reply.body["admission"]["at"]);
     }
 }
+
+/// A cap that begins while the job would still run binds it: a job started
+/// just before a maintenance window, with a time limit reaching into it,
+/// must fit under the window's cap as the partition will be then, without
+/// the jobs whose reservations end before it begins. Before, only the cap
+/// in force at the start counted (the review of 2026-11-28: a 24-hour job
+/// admitted half an hour before a 700 W window, 1,480 W over it then).
+#[tokio::test]
+async fn a_cap_beginning_during_the_job_s_run_binds_it() {
+    let app = cluster().await;
+    let now = Utc::now();
+    // Two nodes until 10 minutes from now (20 with the grace), one for a day.
+    for (job, nodes, limit) in [("r", 2, 600.0), ("long", 1, 86_400.0)] {
+        let start = json!({"source": "s", "job_id": job, "app": "lin", "nodes": nodes,
+                           "partition": "batch", "time_limit_s": limit});
+        let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+    let from = now + chrono::Duration::minutes(30);
+    cap(
+        &app,
+        "maint",
+        json!({"limit_w": 1500.0, "partition": "batch", "starts_at": from.to_rfc3339(),
+               "ends_at": (from + chrono::Duration::hours(6)).to_rfc3339()}),
+    )
+    .await;
+    // Over by the window's start: judged under it, with the long job alone
+    // running then (1000 W and three idle nodes at 100 W).
+    let ask = json!({"app": "lin", "nodes": 1, "partition": "batch", "time_limit_s": 7200.0});
+    let a = admit(&app, ask.clone()).await;
+    assert_eq!(a["admit"], false, "{a:#}");
+    let power = &a["power"];
+    assert_eq!(power["cap_name"], "maint", "{a:#}");
+    assert!(power["cap_from"].is_string(), "{a:#}");
+    let batch = &power["scopes"][0];
+    assert!(close(&batch["draw_w"], 1300.0), "{a:#}");
+    assert!(
+        close(&batch["headroom_after_w"], 1500.0 - 1300.0 - 900.0),
+        "{a:#}"
+    );
+    let reasons = a["reasons"].to_string();
+    assert!(reasons.contains("within the job's run"), "{reasons}");
+    // Started so, the job is refused and not stored.
+    let mut start = ask.clone();
+    start["source"] = json!("s");
+    start["job_id"] = json!("into-maint");
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
+    // Done before the window (its time limit, else its predicted 600 s):
+    // no cap binds it.
+    for ask in [
+        json!({"app": "lin", "nodes": 1, "partition": "batch", "time_limit_s": 600.0}),
+        json!({"app": "lin", "nodes": 1, "partition": "batch"}),
+    ] {
+        let a = admit(&app, ask).await;
+        assert_eq!(a["admit"], true, "{a:#}");
+        assert!(a["power"]["cap_from"].is_null(), "{a:#}");
+        assert!(a["power"]["scopes"][0]["cap_name"].is_null(), "{a:#}");
+    }
+}
