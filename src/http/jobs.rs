@@ -48,7 +48,7 @@ pub use crate::service::jobs::{
         (status = 400, description = "Malformed JSON or node list", body = Problem, content_type = "application/problem+json"),
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsSchedule),
-        (status = 409, description = "This (source, job_id) is already a finished run or its end was reported, while it was not running, at or after this start's `started_at` (`errors` names `job_id`); or the job does not fit under a cap or its budget, and was not stored (`admission` says why)", body = Refusal, content_type = "application/problem+json"),
+        (status = 409, description = "This (source, job_id) is already a finished run or its end was reported, while it was not running, at or after this start's `started_at` (`errors` names `job_id`); or the same start (the same `started_at`) is running with other values (`errors` names each field that differs, with both values); or the job does not fit under a cap or its budget, and was not stored (`admission` says why)", body = Refusal, content_type = "application/problem+json"),
         (status = 413, response = TooLarge),
         (status = 415, response = NotJson),
         (status = 422, description = "Invalid job, or unknown nodes", body = Problem, content_type = "application/problem+json"),

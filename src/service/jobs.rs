@@ -159,6 +159,71 @@ impl Job {
     }
 }
 
+/// A job start's values, as compared with a running job's when the same
+/// start is sent again (`None`: not sent, not compared).
+struct Sent<'a> {
+    app: &'a str,
+    nodes: u32,
+    account: Option<&'a str>,
+    node_list: Option<&'a [String]>,
+    /// The partition the job counts in (`NodeScope`), when one was sent or
+    /// follows from the node list.
+    partition: Option<Option<&'a str>>,
+    time_limit_s: Option<f64>,
+}
+
+impl Sent<'_> {
+    /// Each field that differs from the running job `row`, with both values.
+    fn differences(&self, row: &store::jobs::JobRow) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let mut differ = |field: &str, sent: String, stored: String| {
+            if sent != stored {
+                errors.push(FieldError::new(
+                    field,
+                    format!("is {sent}, the running job's is {stored}"),
+                ));
+            }
+        };
+        let shown = |v: Option<&str>| v.map_or_else(|| "null".to_owned(), str::to_owned);
+        differ("app", self.app.to_owned(), row.app.clone());
+        differ("nodes", self.nodes.to_string(), row.nodes.to_string());
+        if let Some(account) = self.account {
+            differ("account", account.to_owned(), shown(row.account.as_deref()));
+        }
+        if let Some(list) = self.node_list {
+            let sorted = |names: &[String]| {
+                let mut names = names.to_vec();
+                names.sort_unstable();
+                names.join(",")
+            };
+            let stored = row
+                .node_list
+                .as_deref()
+                .map_or_else(|| "null".to_owned(), sorted);
+            differ("node_list", sorted(list), stored);
+        }
+        if let Some(partition) = self.partition {
+            differ(
+                "partition",
+                shown(partition),
+                shown(row.partition.as_deref()),
+            );
+        }
+        if let Some(limit) = self.time_limit_s {
+            let same = row
+                .time_limit_s
+                .is_some_and(|s| (s - limit).abs() <= 1e-9 * s.abs().max(limit.abs()));
+            if !same {
+                let stored = row
+                    .time_limit_s
+                    .map_or_else(|| "null".to_owned(), |s| s.to_string());
+                differ("time_limit_s", limit.to_string(), stored);
+            }
+        }
+        errors
+    }
+}
+
 /// What a job of `app` on `nodes` is predicted to need, and the power it
 /// reserves.
 pub(crate) struct Estimate {
@@ -322,6 +387,29 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             // never arrived) replaces it: that one no longer runs, and this
             // one must be decided and reserved, not told it holds the old,
             // perhaps expired, reservation. Kept if this one is refused.
+            // The same start, sent again with other values, is not a retry:
+            // refused, as a run sent again with other values is.
+            if start_given && validate::as_stored(started_at) == row.started_at {
+                let sent = Sent {
+                    app: &tag,
+                    nodes,
+                    account: account.as_deref(),
+                    node_list: scope.list.as_deref(),
+                    partition: (input.partition.is_some() || scope.list.is_some())
+                        .then_some(scope.partition.as_deref()),
+                    time_limit_s: input.time_limit_s,
+                };
+                let errors = sent.differences(&row);
+                if !errors.is_empty() {
+                    return Err(Error::Conflict {
+                        detail: format!(
+                            "job {job_id} of {source} is running, started at the same time with \
+                             other values; it was not changed"
+                        ),
+                        errors,
+                    });
+                }
+            }
             if !(start_given && started_at > row.started_at) {
                 return Ok(Start::Running {
                     job: Box::new(Job::from_row(row, now, service.settings.expiry)),

@@ -1217,3 +1217,42 @@ async fn a_job_dated_later_is_finished_with_its_end() {
     let reply = app.get("/v1/jobs?source=f", &app.read).await;
     assert_eq!(reply.body["items"].as_array().unwrap().len(), 0);
 }
+
+/// The same start sent again is a retry only with the same values: with
+/// others it is refused naming each, as a run sent again is (the review of
+/// 2026-11-28 found it answered 200 with the old job, the new values lost
+/// without a word). Values not sent are not compared.
+#[tokio::test]
+async fn the_same_start_with_other_values_is_a_conflict() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let at = (Utc::now() - Duration::minutes(5)).to_rfc3339();
+    let start = json!({"source": "r", "job_id": "1", "app": "lin", "nodes": 2,
+                       "account": "proj", "time_limit_s": 3600.0, "started_at": at});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    // Without the account and the time limit: the same start.
+    let bare = json!({"source": "r", "job_id": "1", "app": "lin", "nodes": 2, "started_at": at});
+    let reply = app.post("/v1/jobs", &app.schedule, &bare).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let mut other = start.clone();
+    other["nodes"] = json!(4);
+    other["account"] = json!("other");
+    other["time_limit_s"] = json!(7200.0);
+    let reply = app.post("/v1/jobs", &app.schedule, &other).await;
+    reply.assert_problem(StatusCode::CONFLICT);
+    let mut fields = reply.error_fields();
+    fields.sort();
+    assert_eq!(
+        fields,
+        ["account", "nodes", "time_limit_s"],
+        "{:#}",
+        reply.body
+    );
+    // Unchanged.
+    let jobs = app.get("/v1/jobs?source=r", &app.read).await.body;
+    assert_eq!(jobs["items"][0]["nodes"], 2, "{jobs:#}");
+    assert_eq!(jobs["items"][0]["account"], "proj", "{jobs:#}");
+}
