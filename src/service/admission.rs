@@ -131,9 +131,10 @@ pub struct AdmissionPrediction {
 pub struct ScopeCheck {
     /// The partition, or `null` for the whole system.
     pub partition: Option<String>,
-    /// The tightest cap in force while the job would run (from its start
-    /// for its time limit, else for its predicted time); `null` (and the
-    /// headrooms too) when none is.
+    /// The cap the job fits under least while it would run (from its start
+    /// for its time limit, else for its predicted time): the one in force at
+    /// its start, or one beginning later; `null` (and the headrooms too)
+    /// when none is.
     pub cap_name: Option<String>,
     pub cap_w: Option<f64>,
     /// When that cap begins, if after the job's start (a maintenance window
@@ -264,33 +265,38 @@ pub(crate) async fn decide(
 ) -> Result<Admission> {
     let partition = job.scope.partition.as_deref();
     // A cap that begins while the job would still run binds it too (a
-    // maintenance window): the tightest cap of each scope over the job's run,
-    // from its start for its time limit, else for its predicted time.
+    // maintenance window): each scope's cap in force at the start and every
+    // cap beginning during the run (from its start for its time limit, else
+    // for its predicted time), each against the load when it begins, as far
+    // as it is known now (`Load::at`: the jobs whose reservations have ended
+    // by then no longer count). The scope's answer is the check with the
+    // least headroom after the job.
     let until = run_until(job.at, job.time_limit_s.or(estimate.tts_s));
-    let (own_cap, system_cap) =
-        store::caps::in_force_during(&mut *conn, partition, job.at, until).await?;
-    // Against a cap that begins later, the load then, as far as it is known
-    // now: the jobs whose reservations have ended by then no longer count.
-    let check = |scope: Option<&str>, cap: Option<CapRow>| match cap
-        .as_ref()
-        .and_then(|c| c.starts_at)
-        .filter(|&t| t > job.at)
-    {
-        Some(from) => scope_check(
-            &load.at(from),
-            scope,
-            cap,
-            job,
-            estimate.reserved_w,
-            Some(from),
-        ),
-        None => scope_check(load, scope, cap, job, estimate.reserved_w, None),
+    let (own_caps, system_caps) = store::caps::during(&mut *conn, partition, job.at, until).await?;
+    let check = |scope: Option<&str>, caps: Vec<CapRow>| {
+        caps.into_iter()
+            .map(|cap| match cap.starts_at.filter(|&t| t > job.at) {
+                Some(from) => scope_check(
+                    &load.at(from),
+                    scope,
+                    Some(cap),
+                    job,
+                    estimate.reserved_w,
+                    Some(from),
+                ),
+                None => scope_check(load, scope, Some(cap), job, estimate.reserved_w, None),
+            })
+            .min_by(|a, b| {
+                let after = |s: &ScopeCheck| s.headroom_after_w.unwrap_or(f64::INFINITY);
+                after(a).total_cmp(&after(b))
+            })
+            .unwrap_or_else(|| scope_check(load, scope, None, job, estimate.reserved_w, None))
     };
     let mut scopes = Vec::with_capacity(2);
     if partition.is_some() {
-        scopes.push(check(partition, own_cap));
+        scopes.push(check(partition, own_caps));
     }
-    scopes.push(check(None, system_cap));
+    scopes.push(check(None, system_caps));
     let energy = energy_check(conn, load, job, estimate, now).await?;
 
     let binding = scopes

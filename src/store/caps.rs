@@ -132,6 +132,38 @@ pub async fn in_force_during(
     Ok((own, system))
 }
 
+/// For a partition and for the whole system, the cap in force at `from`
+/// (the tightest, as `in_force`) and every cap that begins after `from` and
+/// before `until`, tightest first (the 100 tightest): the caps a job
+/// running over `[from, until)` must fit under. `(partition's, system's)`.
+pub async fn during(
+    executor: impl PgExecutor<'_>,
+    partition: Option<&str>,
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> sqlx::Result<(Vec<CapRow>, Vec<CapRow>)> {
+    let query = format!(
+        "(SELECT DISTINCT ON (partition) {COLUMNS} FROM power_caps
+          WHERE (partition IS NULL OR partition = $1)
+            AND (starts_at IS NULL OR starts_at <= $2)
+            AND (ends_at IS NULL OR ends_at > $2)
+          ORDER BY partition, limit_w, ends_at NULLS LAST, name)
+         UNION ALL
+         (SELECT {COLUMNS} FROM power_caps
+          WHERE (partition IS NULL OR partition = $1)
+            AND starts_at > $2 AND starts_at < $3
+          ORDER BY limit_w, starts_at, name
+          LIMIT 100)"
+    );
+    let rows: Vec<CapRow> = sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(partition)
+        .bind(from)
+        .bind(until)
+        .fetch_all(executor)
+        .await?;
+    Ok(rows.into_iter().partition(|row| row.partition.is_some()))
+}
+
 /// The cap in force at `at` for one scope (`None`: the whole system).
 pub async fn in_force_for(
     executor: impl PgExecutor<'_>,

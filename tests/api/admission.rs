@@ -634,4 +634,19 @@ async fn a_cap_beginning_during_the_job_s_run_binds_it() {
         assert!(a["power"]["cap_from"].is_null(), "{a:#}");
         assert!(a["power"]["scopes"][0]["cap_name"].is_null(), "{a:#}");
     }
+    // The cap in force now still counts, against the draw of now, beside a
+    // tighter one to come under a lighter load: 2,500 W now, with 3,100 W
+    // drawn, binds harder than the window's 1,500 W under 1,300 W.
+    cap(
+        &app,
+        "now",
+        json!({"limit_w": 2500.0, "partition": "batch"}),
+    )
+    .await;
+    let a = admit(&app, ask).await;
+    assert_eq!(a["admit"], false, "{a:#}");
+    let batch = &a["power"]["scopes"][0];
+    assert_eq!(batch["cap_name"], "now", "{a:#}");
+    assert!(batch["cap_from"].is_null(), "{a:#}");
+    assert!(close(&batch["draw_w"], 3100.0), "{a:#}");
 }
