@@ -732,7 +732,8 @@ pub async fn finish(
             return Err(Error::Invalid(vec![FieldError::new(
                 "ended_at",
                 format!(
-                    "is needed: without it the end is now, which is not after the job's                      start ({}); send ended_at or duration_s",
+                    "is needed: without it the end is now, which is not after the job's \
+                     start ({}); send ended_at or duration_s",
                     job.started_at
                         .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
                 ),

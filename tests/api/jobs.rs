@@ -1206,6 +1206,7 @@ async fn a_job_dated_later_is_finished_with_its_end() {
     assert_eq!(reply.error_fields(), ["ended_at"], "{:#}", reply.body);
     let reason = reply.body["errors"][0]["reason"].as_str().unwrap();
     assert!(reason.contains("duration_s"), "{reason}");
+    assert!(reason.contains("the job's start ("), "{reason}");
     // Still running; with its duration it ends.
     let reply = app.get("/v1/jobs?source=f", &app.read).await;
     assert_eq!(reply.body["items"].as_array().unwrap().len(), 1);
