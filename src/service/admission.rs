@@ -275,21 +275,13 @@ pub(crate) async fn decide(
     let (own_caps, system_caps) = store::caps::during(&mut *conn, partition, job.at, until).await?;
     let check = |scope: Option<&str>, caps: Vec<CapRow>| {
         caps.into_iter()
-            .map(|cap| match cap.starts_at.filter(|&t| t > job.at) {
-                Some(from) => scope_check(
-                    &load.at(from),
-                    scope,
-                    Some(cap),
-                    job,
-                    estimate.reserved_w,
-                    Some(from),
-                ),
-                None => scope_check(load, scope, Some(cap), job, estimate.reserved_w, None),
+            .map(|cap| {
+                let from = cap.starts_at.filter(|&t| t > job.at);
+                let then = from.map(|t| load.at(t));
+                let load = then.as_ref().unwrap_or(load);
+                scope_check(load, scope, Some(cap), job, estimate.reserved_w, from)
             })
-            .min_by(|a, b| {
-                let after = |s: &ScopeCheck| s.headroom_after_w.unwrap_or(f64::INFINITY);
-                after(a).total_cmp(&after(b))
-            })
+            .min_by(least_headroom_after)
             .unwrap_or_else(|| scope_check(load, scope, None, job, estimate.reserved_w, None))
     };
     let mut scopes = Vec::with_capacity(2);
@@ -302,10 +294,7 @@ pub(crate) async fn decide(
     let binding = scopes
         .iter()
         .filter(|s| s.headroom_after_w.is_some())
-        .min_by(|a, b| {
-            let after = |s: &ScopeCheck| s.headroom_after_w.unwrap_or(f64::INFINITY);
-            after(a).total_cmp(&after(b))
-        })
+        .min_by(|a, b| least_headroom_after(a, b))
         .unwrap_or(&scopes[0])
         .clone();
     let mut reasons = Vec::new();
@@ -349,6 +338,13 @@ pub(crate) async fn decide(
         power,
         energy,
     })
+}
+
+/// Orders checks by their headroom after the job, least first (a scope
+/// without a cap last).
+fn least_headroom_after(a: &ScopeCheck, b: &ScopeCheck) -> std::cmp::Ordering {
+    let after = |s: &ScopeCheck| s.headroom_after_w.unwrap_or(f64::INFINITY);
+    after(a).total_cmp(&after(b))
 }
 
 /// The end of a job's run from `at`, for `seconds` (at most ten years, the

@@ -98,44 +98,16 @@ pub async fn in_force(
     partition: Option<&str>,
     at: DateTime<Utc>,
 ) -> sqlx::Result<(Option<CapRow>, Option<CapRow>)> {
-    in_force_during(executor, partition, at, at).await
-}
-
-/// As `in_force`, over `[from, until)`: for each scope the tightest cap
-/// active at any time of it (at `from` when `until` is not later).
-pub async fn in_force_during(
-    executor: impl PgExecutor<'_>,
-    partition: Option<&str>,
-    from: DateTime<Utc>,
-    until: DateTime<Utc>,
-) -> sqlx::Result<(Option<CapRow>, Option<CapRow>)> {
-    let query = format!(
-        "SELECT DISTINCT ON (partition) {COLUMNS} FROM power_caps
-         WHERE (partition IS NULL OR partition = $1)
-           AND (starts_at IS NULL OR starts_at <= $2 OR starts_at < $3)
-           AND (ends_at IS NULL OR ends_at > $2)
-         ORDER BY partition, limit_w, ends_at NULLS LAST, name"
-    );
-    let rows: Vec<CapRow> = sqlx::query_as(sqlx::AssertSqlSafe(query))
-        .bind(partition)
-        .bind(from)
-        .bind(until)
-        .fetch_all(executor)
-        .await?;
-    let (mut own, mut system) = (None, None);
-    for row in rows {
-        match row.partition {
-            None => system = Some(row),
-            Some(_) => own = Some(row),
-        }
-    }
-    Ok((own, system))
+    // Over no time at all, only the caps in force at `at`: one per scope.
+    let (own, system) = during(executor, partition, at, at).await?;
+    Ok((own.into_iter().next(), system.into_iter().next()))
 }
 
 /// For a partition and for the whole system, the cap in force at `from`
 /// (the tightest, as `in_force`) and every cap that begins after `from` and
-/// before `until`, tightest first (the 100 tightest): the caps a job
-/// running over `[from, until)` must fit under. `(partition's, system's)`.
+/// before `until`, tightest first (the 100 tightest of both scopes): the
+/// caps a job running over `[from, until)` must fit under, the one in force
+/// at `from` first. `(partition's, system's)`.
 pub async fn during(
     executor: impl PgExecutor<'_>,
     partition: Option<&str>,
