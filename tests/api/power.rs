@@ -9,6 +9,15 @@ fn close(value: &serde_json::Value, expected: f64) -> bool {
     value.as_f64().is_some_and(|v| (v - expected).abs() < 1e-6)
 }
 
+/// `GET /v1/power/headroom{query}`, answered 200.
+async fn headroom(app: &TestApp, query: &str) -> serde_json::Value {
+    let reply = app
+        .get(&format!("/v1/power/headroom{query}"), &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    reply.body
+}
+
 /// A 10 kW cap on the whole site, and an 8 kW cap on partition `batch`.
 async fn site_and_batch_caps(app: &TestApp) {
     for (name, body) in [
@@ -42,18 +51,8 @@ async fn headroom_is_the_cap_minus_jobs_and_idle_nodes() {
     for n in [1, 2, 4] {
         app.ingest(&run("lin", &format!("h{n}"), n)).await;
     }
-    let headroom = |query: &'static str| {
-        let app = &app;
-        async move {
-            let reply = app
-                .get(&format!("/v1/power/headroom{query}"), &app.read)
-                .await;
-            assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-            reply.body
-        }
-    };
     // Nothing runs: six idle nodes, 4 × 80 + 2 × 100 = 520 W.
-    let h = headroom("?partition=batch").await;
+    let h = headroom(&app, "?partition=batch").await;
     assert!(close(&h["draw_w"], 520.0), "{h:#}");
     assert!(close(&h["headroom_w"], 7480.0));
     assert_eq!(h["idle"]["nodes_at_default"], 2);
@@ -69,14 +68,14 @@ async fn headroom_is_the_cap_minus_jobs_and_idle_nodes() {
     }
     // Free: c3–c6 (mean idle 90 W), one of them held by B: 3 × 90 = 270 W.
     // Draw 2000 + 1000 + 270 = 3270 W.
-    let h = headroom("?partition=batch").await;
+    let h = headroom(&app, "?partition=batch").await;
     assert!(close(&h["draw_w"], 3270.0), "{h:#}");
     assert!(close(&h["headroom_w"], 8000.0 - 3270.0));
     assert_eq!(h["cap"]["name"], "batch");
     assert_eq!(h["jobs"].as_array().unwrap().len(), 2);
     assert_eq!(h["idle"]["nodes"], 3);
     // The whole system: the same draw under the site cap.
-    let h = headroom("").await;
+    let h = headroom(&app, "").await;
     assert!(close(&h["headroom_w"], 10_000.0 - 3270.0), "{h:#}");
 
     // A ends: its 2000 W leave; c1 and c2 idle again. Free: six nodes (mean
@@ -89,11 +88,11 @@ async fn headroom_is_the_cap_minus_jobs_and_idle_nodes() {
         )
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-    let h = headroom("?partition=batch").await;
+    let h = headroom(&app, "?partition=batch").await;
     assert!(close(&h["draw_w"], 1000.0 + 5.0 * 520.0 / 6.0), "{h:#}");
 
     // No cap for a partition without one.
-    let h = headroom("?partition=gpu").await;
+    let h = headroom(&app, "?partition=gpu").await;
     assert!(h["cap"].is_null() && h["headroom_w"].is_null());
     app.get("/v1/power/headroom?partition=a%20b", &app.read)
         .await
@@ -248,17 +247,10 @@ async fn the_system_draws_what_its_partitions_draw_together() {
         let reply = app.post("/v1/jobs", &app.schedule, &body).await;
         assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     }
-    let draw = async |query: &str| {
-        let reply = app
-            .get(&format!("/v1/power/headroom{query}"), &app.read)
-            .await;
-        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-        reply.body
-    };
     let (system, std, gpu) = (
-        draw("").await,
-        draw("?partition=std").await,
-        draw("?partition=gpu").await,
+        headroom(&app, "").await,
+        headroom(&app, "?partition=std").await,
+        headroom(&app, "?partition=gpu").await,
     );
     // Idle: seven standard nodes at 120 W and two gpu nodes at 200 W.
     assert!(close(&std["idle"]["power_w"], 7.0 * 120.0), "{std:#}");
@@ -296,7 +288,7 @@ async fn the_system_draws_what_its_partitions_draw_together() {
     let body = json!({"source": "s", "job_id": "N", "app": "lin", "nodes": 3});
     let reply = app.post("/v1/jobs", &app.schedule, &body).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
-    let system = draw("").await;
+    let system = headroom(&app, "").await;
     let idle = 7.0 * 120.0 + 2.0 * 200.0;
     assert!(
         close(&system["idle"]["power_w"], idle * 6.0 / 9.0),
@@ -330,20 +322,13 @@ async fn a_job_counts_in_the_partition_its_nodes_are_in() {
     for n in [1, 2, 4] {
         app.ingest(&run("lin", &format!("h{n}"), n)).await;
     }
-    let draw = async |query: &str| {
-        let reply = app
-            .get(&format!("/v1/power/headroom{query}"), &app.read)
-            .await;
-        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-        reply.body
-    };
     // Two gpu nodes named without a partition: a gpu job.
     let job = json!({"source": "s", "job_id": "g", "app": "lin", "node_list": "n[1-2]"});
     let reply = app.post("/v1/jobs", &app.schedule, &job).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     assert_eq!(reply.body["partition"], "gpu", "{:#}", reply.body);
     let reserved = reply.body["reserved_w"].as_f64().unwrap();
-    let gpu = draw("?partition=gpu").await;
+    let gpu = headroom(&app, "?partition=gpu").await;
     assert!(close(&gpu["draw_w"], reserved + 2.0 * 200.0), "{gpu:#}");
     assert_eq!(gpu["jobs"].as_array().unwrap().len(), 1, "{gpu:#}");
 
@@ -355,7 +340,10 @@ async fn a_job_counts_in_the_partition_its_nodes_are_in() {
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     assert_eq!(reply.body["partition"], "cpu", "{:#}", reply.body);
     let cpu_reserved = reply.body["reserved_w"].as_f64().unwrap();
-    let (gpu, cpu) = (draw("?partition=gpu").await, draw("?partition=cpu").await);
+    let (gpu, cpu) = (
+        headroom(&app, "?partition=gpu").await,
+        headroom(&app, "?partition=cpu").await,
+    );
     assert!(close(&gpu["draw_w"], reserved + 2.0 * 200.0), "{gpu:#}");
     assert!(close(&cpu["draw_w"], cpu_reserved + 2.0 * 100.0), "{cpu:#}");
 
