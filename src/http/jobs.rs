@@ -251,6 +251,32 @@ pub async fn finish_job(
     }))
 }
 
+/// One running job, as listed: its prediction, reservation and whether it
+/// is stale or expired.
+#[utoipa::path(get, path = "/v1/jobs/{source}/{job_id}", tag = "jobs",
+    params(("source" = String, Path, description = "The job's system",
+               min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
+           ("job_id" = String, Path, description = "The job's id there",
+               min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$")),
+    security(("bearer" = ["read"])),
+    responses(
+        (status = 200, description = "The running job", body = Job),
+        (status = 400, description = "A source or job id that is not one, or a query parameter (none is taken)", body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = NeedsRead),
+        (status = 404, description = "No such running job; `detail` names the run it became if it finished", body = Problem, content_type = "application/problem+json"),
+        (status = 503, response = Unavailable),
+    ))]
+pub async fn get_job(
+    _: Authorized<auth::Read>,
+    State(state): State<AppState>,
+    Path((source, job_id)): Path<(String, String)>,
+    _: NoQuery,
+) -> ApiResult<axum::Json<Job>> {
+    let (source, job_id) = jobs::job_key(&source, &job_id).map_err(ApiError::BadRequest)?;
+    Ok(axum::Json(jobs::get(&state, &source, &job_id).await?))
+}
+
 /// Forget a cancelled or failed job: it leaves no history.
 #[utoipa::path(delete, path = "/v1/jobs/{source}/{job_id}", tag = "jobs",
     params(("source" = String, Path, description = "The job's system",

@@ -88,7 +88,7 @@ fn api() -> OpenApiRouter<AppState> {
         .routes(routes!(admission::admission))
         .routes(routes!(jobs::start_job, jobs::list_jobs))
         .routes(routes!(jobs::finish_job))
-        .routes(routes!(jobs::cancel_job))
+        .routes(routes!(jobs::get_job, jobs::cancel_job))
         .routes(routes!(unreserved::report_unreserved))
         .routes(routes!(power::headroom))
         .routes(routes!(budgets::list_budgets))

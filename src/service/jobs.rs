@@ -642,6 +642,23 @@ pub async fn list(
     Ok((jobs, last.filter(|_| more)))
 }
 
+/// The running job `(source, job_id)`, as listed. `NotFound` when it is not
+/// running, naming the run it became if it finished.
+pub async fn get(service: &Service, source: &str, job_id: &str) -> Result<Job> {
+    if let Some(row) = store::jobs::get(&service.pool, source, job_id).await? {
+        return Ok(Job::from_row(row, Utc::now(), service.settings.expiry));
+    }
+    Err(Error::NotFound(
+        match store::runs::id_by_key(&service.pool, source, job_id).await? {
+            Some(run) => format!(
+                "job {job_id} of {source} is not running: it finished as run {run} \
+                 (GET /v1/runs/{run})"
+            ),
+            None => format!("no running job {job_id} of {source}"),
+        },
+    ))
+}
+
 /// What was measured when a job ended: any two of energy, power and
 /// duration, or one of energy and power (the duration is then the time from
 /// the job's start to `ended_at`). Without `ended_at`, the end is the start

@@ -37,6 +37,16 @@ async fn a_job_lives_from_start_to_history() {
     let jobs = app.get("/v1/jobs?account=proj1", &app.read).await;
     assert_eq!(jobs.body["items"].as_array().unwrap().len(), 1);
     assert!((jobs.body["reserved_w"].as_f64().unwrap() - 3000.0).abs() < 1.0);
+    // Looked up alone: the job as listed.
+    let one = app.get("/v1/jobs/slurm/77", &app.read).await;
+    assert_eq!(one.status, StatusCode::OK, "{:#}", one.body);
+    assert_eq!(one.body, jobs.body["items"][0]);
+    app.get("/v1/jobs/slurm/78", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    app.get("/v1/jobs/slurm/%20bad", &app.read)
+        .await
+        .assert_field_error(StatusCode::BAD_REQUEST, "job_id");
 
     // It ends: a run at 3 nodes, measured 3300 W for 600 s.
     let reply = app
@@ -73,6 +83,12 @@ async fn a_job_lives_from_start_to_history() {
         .await;
     assert_eq!(reply.body["status"], "already_finished");
     assert_eq!(app.run_count().await, 6);
+    // Looked up now: not running, and the answer names the run it became.
+    let gone = app.get("/v1/jobs/slurm/77", &app.read).await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+    let run_id = reply.body["run"]["id"].as_i64().unwrap();
+    let detail = gone.body["detail"].as_str().unwrap();
+    assert!(detail.contains(&format!("run {run_id} ")), "{detail}");
     // A finished job cannot start again.
     app.post("/v1/jobs", &app.schedule, &start)
         .await
