@@ -20,8 +20,9 @@ pub use crate::service::power::{DEFAULT_IDLE_POWER_W, Headroom, IdleDraw, JobDra
 pub struct HeadroomParams {
     /// One partition: its cap, its jobs and its nodes; default the whole system.
     pub partition: Option<String>,
-    /// The time of the cap in force (RFC 3339, default now). The draw is
-    /// always that of the jobs running now.
+    /// The time of the cap in force and of the draw (RFC 3339, default
+    /// now). Later than now, the draw leaves out the running jobs whose
+    /// reservations end by then; earlier, it is the draw of now.
     pub at: Option<DateTime<Utc>>,
 }
 

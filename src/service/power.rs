@@ -86,13 +86,18 @@ pub async fn headroom(
     let load = store::power::load(&mut tx, service.settings.expiry, now).await?;
     let jobs = store::jobs::list(&mut *tx, None, partition, None).await?;
     tx.commit().await?;
+    // At a later time, the jobs running now whose reservations end by then
+    // no longer draw, and their nodes idle again (as admission weighs a cap
+    // beginning during a job's run). Jobs not started yet are not known.
+    let when = at.max(now);
+    let load = if at > now { load.at(at) } else { load };
     let draws = ScopeDraws::of(&load, partition, &[], None);
     let idle = draws.idle(|_, d| (d.free, d.anonymous_nodes));
     let expiry = service.settings.expiry;
     let jobs: Vec<JobDraw> = jobs
         .into_iter()
         // Expired reservations count nowhere (the load leaves them out too).
-        .filter(|j| expiry.ends_at(j.started_at, j.time_limit_s) > now)
+        .filter(|j| expiry.ends_at(j.started_at, j.time_limit_s) > when)
         .map(|j| JobDraw {
             source: j.source,
             job_id: j.job_id,

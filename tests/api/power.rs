@@ -1,6 +1,7 @@
 //! Headroom over HTTP, against hand-computed numbers.
 
 use axum::http::StatusCode;
+use chrono::{Duration, SecondsFormat, Utc};
 use serde_json::json;
 
 use crate::support::{TestApp, run};
@@ -77,6 +78,10 @@ async fn headroom_is_the_cap_minus_jobs_and_idle_nodes() {
     // The whole system: the same draw under the site cap.
     let h = headroom(&app, "").await;
     assert!(close(&h["headroom_w"], 10_000.0 - 3270.0), "{h:#}");
+    // An hour ago: the draw of now (what ran then is not kept).
+    let ago = (Utc::now() - Duration::hours(1)).to_rfc3339_opts(SecondsFormat::Secs, true);
+    let h = headroom(&app, &format!("?partition=batch&at={ago}")).await;
+    assert!(close(&h["draw_w"], 3270.0), "{h:#}");
 
     // A ends: its 2000 W leave; c1 and c2 idle again. Free: six nodes (mean
     // (4 × 80 + 2 × 100) / 6), five idle: 5 × 520 / 6.
@@ -362,4 +367,56 @@ async fn a_job_counts_in_the_partition_its_nodes_are_in() {
         "{:#}",
         reply.body
     );
+}
+
+#[tokio::test]
+async fn headroom_later_leaves_out_the_jobs_whose_reservations_end_by_then() {
+    let app = TestApp::new().await;
+    // Four nodes idle at 80 W.
+    for i in 1..=4 {
+        let reply = app
+            .put(
+                &format!("/v1/nodes/c{i}"),
+                &app.admin,
+                &json!({"partition": "batch", "idle_power_w": 80.0}),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED);
+    }
+    site_and_batch_caps(&app).await;
+    for n in [1, 2, 4] {
+        app.ingest(&run("lin", &format!("h{n}"), n)).await;
+    }
+    // A (2000 W on c1, c2) may run an hour: its reservation ends 70 minutes
+    // from now (the 10-minute grace). B (1000 W on c3) has no limit: 48 h.
+    for body in [
+        json!({"source": "s", "job_id": "A", "app": "lin", "node_list": "c[1-2]",
+               "partition": "batch", "time_limit_s": 3600.0}),
+        json!({"source": "s", "job_id": "B", "app": "lin", "node_list": "c3",
+               "partition": "batch"}),
+    ] {
+        let reply = app.post("/v1/jobs", &app.schedule, &body).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+    let later = |minutes: i64| {
+        (Utc::now() + Duration::minutes(minutes)).to_rfc3339_opts(SecondsFormat::Secs, true)
+    };
+    // Now and in an hour: both jobs and c4 idle, 3080 W.
+    for query in [String::new(), format!("?at={}", later(60))] {
+        let h = headroom(&app, &query).await;
+        assert!(close(&h["draw_w"], 3080.0), "{query}: {h:#}");
+        assert_eq!(h["jobs"].as_array().unwrap().len(), 2, "{h:#}");
+    }
+    // In two hours A's reservation has ended: B and three idle nodes.
+    let h = headroom(&app, &format!("?partition=batch&at={}", later(120))).await;
+    assert!(close(&h["draw_w"], 1000.0 + 3.0 * 80.0), "{h:#}");
+    assert!(close(&h["headroom_w"], 8000.0 - 1240.0), "{h:#}");
+    let jobs = h["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{h:#}");
+    assert_eq!(jobs[0]["job_id"], "B");
+    assert_eq!(h["idle"]["nodes"], 3);
+    // In three days B's has too: the idle nodes alone.
+    let h = headroom(&app, &format!("?at={}", later(3 * 24 * 60))).await;
+    assert!(close(&h["draw_w"], 4.0 * 80.0), "{h:#}");
+    assert!(h["jobs"].as_array().unwrap().is_empty());
 }
