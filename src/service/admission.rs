@@ -309,6 +309,12 @@ pub(crate) async fn decide(
     for s in &scopes {
         reasons.push(power_reason(s, estimate));
     }
+    if let Some(list) = &job.scope.list {
+        let shared = load.held_of(list);
+        if !shared.is_empty() {
+            reasons.push(shared_reason(&shared));
+        }
+    }
     reasons.push(energy_reason(&energy));
     let power = PowerCheck {
         fits: scopes.iter().all(|s| s.fits),
@@ -497,6 +503,25 @@ fn power_reason(s: &ScopeCheck, estimate: &Estimate) -> String {
             whole(-after)
         )
     }
+}
+
+/// Nodes of the job's list that a running job names too: shared nodes, or a
+/// job whose end was never reported (`GET /v1/jobs` shows which).
+fn shared_reason(shared: &[&str]) -> String {
+    const SHOWN: usize = 10;
+    let mut names = shared[..shared.len().min(SHOWN)].join(", ");
+    if shared.len() > SHOWN {
+        names.push_str(&format!(" and {} more", shared.len() - SHOWN));
+    }
+    let (count, verb) = match shared.len() {
+        1 => ("1 of its nodes".to_owned(), "is"),
+        n => (format!("{n} of its nodes"), "are"),
+    };
+    format!(
+        "nodes: {count} ({names}) {verb} held by a running job too: shared nodes, or a job \
+         whose end was not reported; both jobs' power counts, and those nodes release no idle \
+         power"
+    )
 }
 
 fn energy_reason(e: &EnergyCheck) -> String {

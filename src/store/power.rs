@@ -162,6 +162,14 @@ impl Load {
         Load::new(jobs, self.nodes.clone())
     }
 
+    /// The names of `list` that a running job names too, in `list`'s order.
+    pub fn held_of<'a>(&self, list: &'a [String]) -> Vec<&'a str> {
+        list.iter()
+            .filter(|name| self.held.contains(name.as_str()))
+            .map(String::as_str)
+            .collect()
+    }
+
     /// Whether `name` is in the node registry.
     pub fn is_registered(&self, name: &str) -> bool {
         self.registered.contains_key(name)
@@ -351,6 +359,8 @@ mod tests {
             })
             .to_vec();
         let load = Load::new(vec![job(1, "a"), job(3, "b")], nodes);
+        let list = ["c", "b", "a"].map(String::from);
+        assert_eq!(load.held_of(&list), ["b", "a"]);
         let now = load.draw(Some("p"), &[]);
         assert_eq!((now.reserved_w, now.free.count), (2000.0, 1));
         // At 1 h the first reservation has ended: its node is idle again.
@@ -358,6 +368,7 @@ mod tests {
         let draw = later.draw(Some("p"), &[]);
         assert_eq!((draw.reserved_w, draw.free.count), (1000.0, 2));
         assert_eq!(draw.free.known_w, 200.0);
+        assert_eq!(later.held_of(&list), ["b"]);
         assert_eq!(load.at(t0 + hour * 3).draw(None, &[]).reserved_w, 0.0);
     }
 }

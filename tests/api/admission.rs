@@ -650,3 +650,56 @@ async fn a_cap_beginning_during_the_job_s_run_binds_it() {
     assert!(batch["cap_from"].is_null(), "{a:#}");
     assert!(close(&batch["draw_w"], 3100.0), "{a:#}");
 }
+
+#[tokio::test]
+async fn nodes_a_running_job_holds_are_named_in_the_reasons() {
+    let app = cluster().await;
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "s", "job_id": "A", "app": "lin", "node_list": "c[1-2]"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let nodes_reasons = |a: &Value| -> Vec<String> {
+        a["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|r| r.starts_with("nodes:"))
+            .map(str::to_owned)
+            .collect()
+    };
+    // c3 is free: nothing to say.
+    let a = admit(&app, json!({"app": "lin", "node_list": "c3"})).await;
+    assert!(nodes_reasons(&a).is_empty(), "{a:#}");
+    // c2 is A's: named, and it releases no idle power (only c3's 100 W).
+    let a = admit(&app, json!({"app": "lin", "node_list": "c[2-3]"})).await;
+    let reasons = nodes_reasons(&a);
+    assert_eq!(reasons.len(), 1, "{a:#}");
+    assert!(
+        reasons[0].starts_with("nodes: 1 of its nodes (c2) is held by a running job"),
+        "{}",
+        reasons[0]
+    );
+    assert!(close(&a["power"]["idle_released_w"], 100.0), "{a:#}");
+    // A job start taking both of A's nodes is stored (the scheduler has
+    // started it), and its answer says so.
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "s", "job_id": "B", "app": "lin", "node_list": ["c2", "c1"]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let reasons = nodes_reasons(&reply.body["admission"]);
+    assert_eq!(reasons.len(), 1, "{:#}", reply.body);
+    assert!(
+        reasons[0].contains("2 of its nodes (c2, c1) are held"),
+        "{}",
+        reasons[0]
+    );
+}
