@@ -209,7 +209,17 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
     let (models, mut predictions) = consistent.of(metrics);
     let tts_s = consistent.prediction(Metric::Tts).value;
     let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || query.scope.list.is_some() {
-        node_answers(service, app, nodes, &query.scope, allowed, aggregate, tts_s).await?
+        // Without a partition, nodes are weighed where the registry has them,
+        // as for a job start and an admission question: a node list of CPU
+        // nodes was weighed against the whole registry's mean node, GPU
+        // nodes included, and its APC came out at 41 % of what those nodes
+        // drew (a review, 2026-11-28). A partition asked for is answered, as
+        // asked (its scale, the list's other nodes at its mean).
+        let mut scope = query.scope;
+        if scope.partition.is_none() {
+            settle_partition(service, &mut scope).await?;
+        }
+        node_answers(service, app, nodes, &scope, allowed, aggregate, tts_s).await?
     } else {
         (None, None)
     };

@@ -852,3 +852,79 @@ async fn a_node_set_outside_the_asked_partition_keeps_its_peaks() {
     assert_eq!(set["unclassified"], json!(["n1", "n2"]));
     assert_eq!(set["vendor_peak_w"], 700.0, "{:#}", reply.body);
 }
+
+/// A node list is bounded in the partition the registry has its nodes in,
+/// not against the whole registry's mean node (a review, 2026-11-28: CPU
+/// nodes weighed against GPU nodes gave 41 % of what they drew).
+#[tokio::test]
+async fn a_node_list_is_bounded_in_its_own_partition() {
+    let app = TestApp::new().await;
+    let mut samples = Vec::new();
+    for (i, watts) in [210.0, 220.0, 230.0, 240.0].into_iter().enumerate() {
+        let (cpu, gpu) = (format!("c{}", i + 1), format!("g{}", i + 1));
+        register(&app, &cpu, "batch", Some(350.0)).await;
+        register(&app, &gpu, "gpu", Some(1400.0)).await;
+        samples.push(sample(&cpu, watts, 5));
+        samples.push(sample(&gpu, 900.0 + watts, 5));
+    }
+    post_samples(&app, samples).await;
+    // Runs without node lists, 230 W a node: on average batch nodes (225 W)
+    // the best nodes (210 W) would draw 215 W each.
+    for n in [1, 2, 4] {
+        let mut r = run("cpu", &format!("c{n}"), n);
+        r["avg_power_w"] = json!(230.0 * n as f64);
+        r["energy_j"] = json!(230.0 * n as f64 * 600.0);
+        app.ingest(&r).await;
+    }
+    let reply = app
+        .get(
+            "/v1/apps/cpu/predictions?node_list=c%5B1-4%5D&workload=stress&metric=apc",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let bounds = &reply.body["apc_bounds"];
+    assert_eq!(bounds["partition"], "batch", "{bounds:#}");
+    assert!(
+        (bounds["best_w"].as_f64().unwrap() - 860.0).abs() < 1e-6,
+        "{bounds:#}"
+    );
+    assert!((bounds["worst_w"].as_f64().unwrap() - 980.0).abs() < 1e-6);
+    // All four: 860 + (0 + 10 + 20 + 30) W, what four average nodes drew.
+    let set = &reply.body["node_set"];
+    assert!(
+        (set["apc_w"].as_f64().unwrap() - 920.0).abs() < 1e-6,
+        "{set:#}"
+    );
+    assert_eq!(set["unclassified_count"], 0);
+    // Naming the partition gives the same answer.
+    let named = app
+        .get(
+            "/v1/apps/cpu/predictions?node_list=c%5B1-4%5D&workload=stress&metric=apc\
+             &partition=batch",
+            &app.read,
+        )
+        .await;
+    assert_eq!(named.body["node_set"], reply.body["node_set"]);
+
+    // A run's own bounds likewise: 460 W on c3 (230 W) and c4 (240 W).
+    let mut r = run("cpu-run", "r1", 2);
+    r["avg_power_w"] = json!(460.0);
+    r["energy_j"] = json!(460.0 * 600.0);
+    r["node_list"] = json!("c[3-4]");
+    let id = app.ingest(&r).await;
+    let reply = app
+        .get(&format!("/v1/runs/{id}?workload=stress"), &app.read)
+        .await;
+    let bounds = &reply.body["apc_bounds"];
+    assert_eq!(bounds["partition"], "batch", "{:#}", reply.body);
+    // Best 460 − (20 + 30) = 410; worst 410 + 2 × (240 − 210) = 470.
+    assert!(
+        (bounds["best_w"].as_f64().unwrap() - 410.0).abs() < 1e-6,
+        "{bounds:#}"
+    );
+    assert!(
+        (bounds["worst_w"].as_f64().unwrap() - 470.0).abs() < 1e-6,
+        "{bounds:#}"
+    );
+}

@@ -139,6 +139,10 @@ pub struct Run {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RunApcBounds {
     pub workload: String,
+    /// The partition whose classification bounds the run: the one the
+    /// registry has all its nodes in; `null` (the whole registry) when they
+    /// are in several or none.
+    pub partition: Option<String>,
     pub best_w: f64,
     pub worst_w: f64,
     /// Nodes of the run without samples of the workload, counted at the mean.
@@ -289,13 +293,22 @@ pub async fn get_run(
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no run with id {id}")))?;
     let mut run = Run::from(row);
+    let partition = match &run.node_list {
+        Some(list) => crate::service::power::registry(&state)
+            .await?
+            .partition_of_all(list)
+            .map(str::to_owned),
+        None => None,
+    };
     if let Some(list) = &run.node_list
-        && let Some(powers) = crate::service::nodes::node_powers(&state, &workload, None).await?
+        && let Some(powers) =
+            crate::service::nodes::node_powers(&state, &workload, partition.as_deref()).await?
     {
         let node_powers = powers.of(list);
         let b = crate::model::bounds::job_bounds(run.avg_power_w, &node_powers, &powers.scale);
         run.apc_bounds = Some(RunApcBounds {
             workload,
+            partition,
             best_w: b.best,
             worst_w: b.worst,
             unclassified: list
