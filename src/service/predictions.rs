@@ -208,7 +208,8 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
     let consistent = Consistent::at(service, app, allowed, nodes, aggregate).await?;
     let (models, mut predictions) = consistent.of(metrics);
     let tts_s = consistent.prediction(Metric::Tts).value;
-    let (apc_bounds, node_set) = if metrics.contains(&Metric::Apc) || query.scope.list.is_some() {
+    let with_apc = metrics.contains(&Metric::Apc);
+    let (apc_bounds, node_set) = if with_apc || query.scope.list.is_some() {
         // Without a partition, nodes are weighed where the registry has them,
         // as for a job start and an admission question: a node list of CPU
         // nodes was weighed against the whole registry's mean node, GPU
@@ -219,7 +220,11 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
         if scope.partition.is_none() {
             settle_partition(service, &mut scope).await?;
         }
-        node_answers(service, app, nodes, &scope, allowed, aggregate, tts_s).await?
+        check_named(service, &scope).await?;
+        let (bounds, set) =
+            node_answers(service, app, nodes, &scope, allowed, aggregate, tts_s).await?;
+        // The bounds are APC's: a query of other metrics gets the node set.
+        (bounds.filter(|_| with_apc), set)
     } else {
         (None, None)
     };
@@ -342,6 +347,8 @@ fn outage_flags(service: &Service, predicted: &mut [Prediction]) {
 /// Where node powers come from for one query, and its node list if any.
 pub struct NodeScope {
     pub workload: String,
+    /// `workload` was asked for by name (not the default).
+    pub named_workload: bool,
     pub partition: Option<String>,
     pub list: Option<Vec<String>>,
     /// What the query's field names start with (`queries[3].` in a batch),
@@ -361,6 +368,7 @@ impl NodeScope {
         problems: &mut Vec<FieldError>,
     ) -> Option<NodeScope> {
         let before = problems.len();
+        let named_workload = workload.is_some();
         let workload = nodes::workload_or_default(service, workload, prefix, problems);
         if let Some(Err(reason)) = partition
             .as_deref()
@@ -378,6 +386,7 @@ impl NodeScope {
         };
         (problems.len() == before).then_some(NodeScope {
             workload,
+            named_workload,
             partition,
             list,
             prefix: prefix.to_owned(),
@@ -439,6 +448,41 @@ pub async fn settle_partition(service: &Service, scope: &mut NodeScope) -> Resul
         && scope.partition.as_deref() != Some(theirs)
     {
         scope.partition = Some(theirs.to_owned());
+    }
+    Ok(())
+}
+
+/// Refuse (`Invalid`) a partition no registered node is in, or a workload
+/// asked for by name that no node of the scope has samples of: a typo
+/// (`partition=gpu2`) would otherwise drop the bounds without a word, and a
+/// scheduler checking a cap would get none.
+async fn check_named(service: &Service, scope: &NodeScope) -> Result<()> {
+    let field = |name: &str| format!("{}{name}", scope.prefix);
+    let partition = scope.partition.as_deref();
+    if let Some(p) = partition
+        && !power::registry(service).await?.has_partition(p)
+    {
+        return Err(Error::invalid(
+            &field("partition"),
+            format!("names no partition of the registry: no registered node is in {p}"),
+        ));
+    }
+    if scope.named_workload
+        && nodes::node_powers(service, &scope.workload, partition)
+            .await?
+            .is_none()
+    {
+        let nodes = partition.map_or_else(
+            || "no registered node".to_owned(),
+            |p| format!("no node of partition {p}"),
+        );
+        return Err(Error::invalid(
+            &field("workload"),
+            format!(
+                "names a workload without samples: {nodes} has samples of {}",
+                scope.workload
+            ),
+        ));
     }
     Ok(())
 }

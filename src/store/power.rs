@@ -117,6 +117,8 @@ pub struct Load {
     held: HashSet<String>,
     /// Every registered node's name, with its partition.
     registered: HashMap<String, Option<String>>,
+    /// The partitions registered nodes are in.
+    partitions: HashSet<String>,
     /// The earliest end of the jobs' reservations.
     first_expiry: Option<DateTime<Utc>>,
 }
@@ -133,12 +135,14 @@ impl Load {
             .iter()
             .map(|n| (n.name.clone(), n.partition.clone()))
             .collect();
+        let partitions = nodes.iter().filter_map(|n| n.partition.clone()).collect();
         let first_expiry = jobs.iter().map(|j| j.expires_at).min();
         Load {
             jobs,
             nodes,
             held,
             registered,
+            partitions,
             first_expiry,
         }
     }
@@ -168,6 +172,11 @@ impl Load {
             .filter(|name| self.held.contains(name.as_str()))
             .map(String::as_str)
             .collect()
+    }
+
+    /// Whether a registered node is in `partition`.
+    pub fn has_partition(&self, partition: &str) -> bool {
+        self.partitions.contains(partition)
     }
 
     /// Whether `name` is in the node registry.
@@ -333,6 +342,8 @@ mod tests {
         assert_eq!(load.partition_of_all(&list(&["x1", "g1"])), None);
         assert_eq!(load.partition_of_all(&list(&["zz"])), None);
         assert_eq!(load.partition_of_all(&[]), None);
+        assert!(load.has_partition("gpu") && load.has_partition("cpu"));
+        assert!(!load.has_partition("x1") && !load.has_partition("GPU"));
     }
 
     #[test]

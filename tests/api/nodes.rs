@@ -388,12 +388,51 @@ async fn predictions_carry_best_and_worst_node_bounds() {
     // Not every peak is known: no vendor sum.
     assert!(set["vendor_peak_w"].is_null());
 
-    // Without a classification of the workload, no bounds.
-    let reply = app
-        .get("/v1/apps/bnd/predictions?nodes=2&workload=other", &app.read)
-        .await;
+    // Without a classification of the default workload (`reference`), no
+    // bounds; a workload or a partition asked for by name that the registry
+    // does not have is a mistake, named (it once dropped the bounds without
+    // a word).
+    let reply = app.get("/v1/apps/bnd/predictions?nodes=2", &app.read).await;
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     assert!(reply.body.get("apc_bounds").is_none());
+    app.get("/v1/apps/bnd/predictions?nodes=2&workload=other", &app.read)
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "workload");
+    app.get(
+        "/v1/apps/bnd/predictions?nodes=2&workload=stress&partition=batch2",
+        &app.read,
+    )
+    .await
+    .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "partition");
+    // Only APC's predictions carry its bounds; a node list's set is answered
+    // for any metric.
+    let reply = app
+        .get(
+            "/v1/apps/bnd/predictions?node_list=n%5B3-4%5D&workload=stress&metric=tts",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert!(reply.body.get("apc_bounds").is_none(), "{:#}", reply.body);
+    assert_eq!(reply.body["node_set"]["apc_w"], 660.0);
+    // In a batch, such a query fails alone, its field named.
+    let reply = app
+        .post(
+            "/v1/predictions",
+            &app.schedule,
+            &json!({"queries": [
+                {"app": "bnd", "nodes": 2, "workload": "stress"},
+                {"app": "bnd", "nodes": 2, "workload": "stress", "partition": "batch2"},
+            ]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let answers = reply.body["answers"].as_array().unwrap();
+    assert_eq!(answers[0]["status"], "ok");
+    assert_eq!(
+        answers[1]["error"]["errors"][0]["field"],
+        "queries[1].partition"
+    );
 }
 
 #[tokio::test]

@@ -9,9 +9,9 @@ use utoipa::IntoParams;
 use super::*;
 use crate::http::auth::{self, Authorized};
 use crate::http::error::responses::{
-    BadParameter, FitsBusy, NeedsRead, NoRuns, Unauthorized, Unavailable, UnknownApp,
+    BadParameter, FitsBusy, NeedsRead, Unauthorized, Unavailable, UnknownApp,
 };
-use crate::http::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::AppPath;
 use crate::http::extract::Query;
 use crate::http::{AppState, json_body, json_response};
@@ -61,7 +61,7 @@ pub struct PredictionParams {
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsRead),
         (status = 404, response = UnknownApp),
-        (status = 422, response = NoRuns),
+        (status = 422, description = "The application has no runs yet; or `node_list` names nodes not in the registry, `partition` a partition no registered node is in, or `workload` (asked for by name) a workload no node of the scope has samples of (`errors` names the field)", body = Problem, content_type = "application/problem+json"),
         (status = 429, response = FitsBusy),
         (status = 503, response = Unavailable),
     ))]
