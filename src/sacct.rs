@@ -146,6 +146,36 @@ impl Default for Options {
     }
 }
 
+/// The job states sacct writes (the first word of `State`; slurm.conf's
+/// `JOB_STATE_*` names): a state outside them, a typo, would skip every
+/// job without a word.
+const SLURM_STATES: [&str; 24] = [
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "COMPLETING",
+    "CONFIGURING",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PENDING",
+    "PREEMPTED",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESIZING",
+    "RESV_DEL_HOLD",
+    "REVOKED",
+    "RUNNING",
+    "SIGNALING",
+    "SPECIAL_EXIT",
+    "STAGE_OUT",
+    "STOPPED",
+    "SUSPENDED",
+    "TIMEOUT",
+];
+
 impl Options {
     /// Options from a user's choices: `states` upper-cased (each a Slurm
     /// state name), `source` an identifier. The errors name `states` and
@@ -161,13 +191,13 @@ impl Options {
             .into_iter()
             .map(|s| s.trim().to_ascii_uppercase())
             .collect();
-        if let Some(bad) = states
-            .iter()
-            .find(|s| s.is_empty() || !s.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
-        {
+        if let Some(bad) = states.iter().find(|s| !SLURM_STATES.contains(&s.as_str())) {
             errors.add(
                 "states",
-                format!("{bad:?} is not a Slurm job state (e.g. COMPLETED,TIMEOUT)"),
+                format!(
+                    "{bad:?} is not a Slurm job state as sacct writes it: one of {}",
+                    SLURM_STATES.join(", ")
+                ),
             );
         }
         if let Some(source) = &source {

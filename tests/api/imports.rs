@@ -119,6 +119,9 @@ async fn bad_imports_are_refused_naming_the_parameter() {
         ("?app_from=title", "app_from"),
         ("?utc_offset=CET", "utc_offset"),
         ("?states=COMPLETED,,", "states"),
+        // A state sacct never writes (a typo) would skip every job.
+        ("?states=FOO", "states"),
+        ("?states=COMPLETED,TIMEOUTS", "states"),
         ("?source=a%20b", "source"),
     ] {
         import(&app, query, &app.ingest, CLUSTER)
