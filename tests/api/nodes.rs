@@ -123,12 +123,28 @@ async fn samples_are_stored_once_and_bad_ones_are_named() {
     changed["avg_power_w"] = json!(210.0);
     let mut bad = sample("cn01", -1.0, 1);
     bad["workload"] = json!("no spaces");
+    // The same power through another tool's decimals: the same sample.
+    let mut almost = first.clone();
+    almost["avg_power_w"] = json!(200.000_000_000_1);
+    // Nothing was measured before 1970 (runs refuse it too).
+    let mut ancient = sample("cn01", 200.0, 1);
+    ancient["measured_at"] = json!("1960-01-01T00:00:00Z");
     let body = post_samples(
         &app,
-        vec![first.clone(), changed, sample("ghost", 200.0, 1), bad],
+        vec![
+            first.clone(),
+            changed,
+            sample("ghost", 200.0, 1),
+            bad,
+            almost,
+            ancient,
+        ],
     )
     .await;
     let items = body["items"].as_array().unwrap();
+    assert_eq!(items[4]["status"], "duplicate", "{body:#}");
+    assert_eq!(items[5]["status"], "rejected", "{body:#}");
+    assert_eq!(items[5]["errors"][0]["field"], "samples[5].measured_at");
     assert_eq!(items[0]["status"], "duplicate");
     assert_eq!(items[1]["status"], "rejected");
     assert_eq!(items[1]["rejection"], "conflict");

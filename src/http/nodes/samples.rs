@@ -31,8 +31,8 @@ pub struct SampleInput {
     /// W; at most 100,000 per node.
     #[schema(minimum = 1e-100, maximum = 100_000.0)]
     pub avg_power_w: f64,
-    /// When the measurement was taken (RFC 3339). With node and workload, it
-    /// identifies the sample.
+    /// When the measurement was taken (RFC 3339): from 1970 to 5 minutes
+    /// after now. With node and workload, it identifies the sample.
     pub measured_at: DateTime<Utc>,
 }
 
@@ -77,8 +77,10 @@ fn validate_sample(input: SampleInput, now: DateTime<Utc>) -> Result<NewSample, 
         validate::identifier(&input.workload, validate::TAG_MAX),
     );
     errors.check("avg_power_w", validate::node_power(input.avg_power_w));
-    errors.check("measured_at", validate::time_in_range(input.measured_at));
-    if input.measured_at > now + chrono::Duration::minutes(5) {
+    if input.measured_at < DateTime::<Utc>::UNIX_EPOCH {
+        // As runs: nothing was measured before 1970.
+        errors.add("measured_at", "must not be before 1970-01-01");
+    } else if input.measured_at > now + chrono::Duration::minutes(5) {
         errors.add("measured_at", "is in the future");
     }
     errors.into_result(NewSample {
