@@ -12,6 +12,28 @@ pub fn whole(x: f64) -> String {
     }
 }
 
+/// `more` and `less` (`more` > `less`) as `whole` writes them, with as many
+/// decimals as it takes (up to 6) for `more` to read as more: a time 0.4 s
+/// past a deadline is not "399 s, beyond the deadline of 399 s".
+pub fn whole_apart(more: f64, less: f64) -> (String, String) {
+    let (a, b) = (whole(more), whole(less));
+    if a != b || !more.is_finite() || !less.is_finite() || more.abs() >= 1e15 {
+        return (a, b);
+    }
+    (1..=6)
+        .map(|d| (format!("{more:.d$}"), format!("{less:.d$}")))
+        .find(|(a, b)| a != b)
+        .unwrap_or((a, b))
+}
+
+/// "1 node", "2 nodes".
+pub fn nodes(n: impl Into<u64>) -> String {
+    match n.into() {
+        1 => "1 node".to_owned(),
+        n => format!("{n} nodes"),
+    }
+}
+
 /// `x` to three significant digits: plain from 1e-3 up to 1e6, in
 /// scientific notation outside, where plain digits would run long
 /// ("0.000000000", or a hundred digits).
@@ -51,6 +73,16 @@ pub fn exact(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_apart_read_apart() {
+        assert_eq!(whole_apart(399.4, 399.0), ("399.4".into(), "399.0".into()));
+        assert_eq!(whole_apart(420.0, 399.0), ("420".into(), "399".into()));
+        // Closer than six decimals tell: as `whole` writes them.
+        assert_eq!(whole_apart(1.000_000_1, 1.0), ("1".into(), "1".into()));
+        assert_eq!(nodes(1u32), "1 node");
+        assert_eq!(nodes(3u32), "3 nodes");
+    }
 
     #[test]
     fn given_values_are_quoted_exactly_and_short() {

@@ -184,6 +184,25 @@ async fn optimal_node_counts_respect_deadlines_and_budgets() {
         "{:#}",
         reply.body
     );
+    // Missed by less than a second: the two times read apart.
+    let fastest = reply.body["fastest"]["tts_s"].as_f64().unwrap();
+    let reply = app
+        .get(
+            &format!(
+                "/v1/apps/amd/optimal-nodes?objective=energy&deadline_s={}",
+                fastest - 0.3
+            ),
+            &app.read,
+        )
+        .await;
+    assert!(reply.body["choice"].is_null(), "{:#}", reply.body);
+    let reason = reply.body["reason"].as_str().unwrap();
+    let numbers: Vec<&str> = reason
+        .split(' ')
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(numbers.len(), 2, "{reason}");
+    assert_ne!(numbers[0], numbers[1], "{reason}");
 
     app.get("/v1/apps/amd/optimal-nodes", &app.read)
         .await

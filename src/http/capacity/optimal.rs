@@ -152,21 +152,19 @@ pub async fn optimal_nodes(
         if let (Some(deadline), Some(f)) = (params.deadline_s, fastest)
             && f.tts_s > deadline
         {
+            let (needs, deadline) = crate::text::whole_apart(f.tts_s, deadline);
             why.push(format!(
-                "the fastest count ({} nodes) needs {} s, beyond the deadline of {} s",
-                f.nodes,
-                crate::text::whole(f.tts_s),
-                crate::text::whole(deadline)
+                "the fastest count ({}) needs {needs} s, beyond the deadline of {deadline} s",
+                crate::text::nodes(f.nodes),
             ));
         }
         if let (Some(budget), Some(e)) = (params.energy_budget_j, least_energy)
             && e.ets_j > budget
         {
+            let (needs, budget) = crate::text::whole_apart(e.ets_j, budget);
             why.push(format!(
-                "the least-energy count ({} nodes) needs {} J, above the budget of {} J",
-                e.nodes,
-                crate::text::whole(e.ets_j),
-                crate::text::whole(budget)
+                "the least-energy count ({}) needs {needs} J, above the budget of {budget} J",
+                crate::text::nodes(e.nodes),
             ));
         }
         if why.is_empty() {
