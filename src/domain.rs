@@ -200,3 +200,11 @@ pub const MAX_DURATION_S: f64 = 10.0 * 365.25 * 86_400.0;
 /// densest GPU nodes. More is a unit error (and squares of such values in
 /// the statistics would overflow), and no prediction goes past it.
 pub const MAX_POWER_PER_NODE_W: f64 = 100_000.0;
+
+/// Whether a quantity sent again is the one stored: equal within a relative
+/// 1e-9, so that a resend through another tool's decimal rendering (or that
+/// spells out a derived quantity) counts as the same measurement (runs and
+/// power samples alike).
+pub fn same_quantity(new: f64, stored: f64) -> bool {
+    (new - stored).abs() <= 1e-9 * new.abs().max(stored.abs())
+}

@@ -563,13 +563,6 @@ fn refused(items: &[Result<NewRun, Vec<FieldError>>]) -> Vec<Outcome> {
         .collect()
 }
 
-/// Whether a quantity sent again is the one stored: equal within a relative
-/// 1e-9, so that a resend through another tool's decimal rendering (or that
-/// spells out a derived quantity) counts as the same measurement.
-pub fn same_quantity(new: f64, stored: f64) -> bool {
-    (new - stored).abs() <= 1e-9 * new.abs().max(stored.abs())
-}
-
 /// How `new` differs from `stored`, field by field (all but the key). Quantities
 /// are compared with a relative tolerance of 1e-9, so a resend that spells out
 /// the derived quantity still counts as the same run.
@@ -589,7 +582,7 @@ fn compare(new: &NewRun, stored: &NewRun, what: &str) -> Vec<FieldError> {
     }
     // Equal within the tolerance compares as equal; otherwise the values themselves.
     fn quantity(new: f64, stored: f64) -> (f64, f64) {
-        if same_quantity(new, stored) {
+        if crate::domain::same_quantity(new, stored) {
             (stored, stored)
         } else {
             (new, stored)

@@ -264,7 +264,7 @@ pub async fn insert_samples(
         let Some(index) = usize::try_from(index).ok().filter(|&i| i < samples.len()) else {
             continue;
         };
-        outcomes[index] = if crate::ingest::same_quantity(samples[index].avg_power_w, stored_w) {
+        outcomes[index] = if crate::domain::same_quantity(samples[index].avg_power_w, stored_w) {
             SampleOutcome::Duplicate(id)
         } else {
             SampleOutcome::Conflict {
