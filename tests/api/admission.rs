@@ -20,14 +20,8 @@ fn close(value: &Value, expected: f64) -> bool {
 async fn cluster() -> TestApp {
     let app = TestApp::new().await;
     for i in 1..=4 {
-        let reply = app
-            .put(
-                &format!("/v1/nodes/c{i}"),
-                &app.admin,
-                &json!({"partition": "batch", "idle_power_w": 100.0, "peak_power_w": 700.0}),
-            )
-            .await;
-        assert_eq!(reply.status, StatusCode::CREATED);
+        let node = json!({"partition": "batch", "idle_power_w": 100.0, "peak_power_w": 700.0});
+        app.register_node(&format!("c{i}"), &node).await;
     }
     for n in [1, 2, 4, 8] {
         app.ingest(&run("lin", &format!("h{n}"), n)).await;

@@ -374,14 +374,8 @@ async fn headroom_later_leaves_out_the_jobs_whose_reservations_end_by_then() {
     let app = TestApp::new().await;
     // Four nodes idle at 80 W.
     for i in 1..=4 {
-        let reply = app
-            .put(
-                &format!("/v1/nodes/c{i}"),
-                &app.admin,
-                &json!({"partition": "batch", "idle_power_w": 80.0}),
-            )
-            .await;
-        assert_eq!(reply.status, StatusCode::CREATED);
+        let idle = json!({"partition": "batch", "idle_power_w": 80.0});
+        app.register_node(&format!("c{i}"), &idle).await;
     }
     site_and_batch_caps(&app).await;
     for n in [1, 2, 4] {

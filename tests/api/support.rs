@@ -352,6 +352,14 @@ impl TestApp {
         reply.body["run"]["id"].as_i64().unwrap()
     }
 
+    /// Register node `name` with `metadata` and assert it was created.
+    pub async fn register_node(&self, name: &str, metadata: &Value) {
+        let reply = self
+            .put(&format!("/v1/nodes/{name}"), &self.admin, metadata)
+            .await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    }
+
     pub async fn run_count(&self) -> i64 {
         sqlx::query_scalar("SELECT count(*) FROM runs")
             .fetch_one(&self.pool)
