@@ -26,6 +26,16 @@ pub fn whole_apart(more: f64, less: f64) -> (String, String) {
         .unwrap_or((a, b))
 }
 
+/// The first `most` of `names`, comma-separated, and how many more there
+/// are: "a, b and 3 more".
+pub fn names_shown(names: &[&str], most: usize) -> String {
+    let mut shown = names[..names.len().min(most)].join(", ");
+    if names.len() > most {
+        shown.push_str(&format!(" and {} more", names.len() - most));
+    }
+    shown
+}
+
 /// "1 node", "2 nodes".
 pub fn nodes(n: impl Into<u64>) -> String {
     match n.into() {
@@ -80,6 +90,8 @@ mod tests {
         assert_eq!(whole_apart(420.0, 399.0), ("420".into(), "399".into()));
         // Closer than six decimals tell: as `whole` writes them.
         assert_eq!(whole_apart(1.000_000_1, 1.0), ("1".into(), "1".into()));
+        assert_eq!(names_shown(&["a", "b", "c"], 2), "a, b and 1 more");
+        assert_eq!(names_shown(&["a", "b"], 2), "a, b");
         assert_eq!(nodes(1u32), "1 node");
         assert_eq!(nodes(3u32), "3 nodes");
     }

@@ -353,13 +353,15 @@ fn least_headroom_after(a: &ScopeCheck, b: &ScopeCheck) -> std::cmp::Ordering {
     after(a).total_cmp(&after(b))
 }
 
-/// The end of a job's run from `at`, for `seconds` (at most ten years, the
-/// longest time limit); `at` itself when the duration is unknown.
+/// The end of a job's run from `at`, for `seconds` (at most the longest
+/// time limit); `at` itself when the duration is unknown.
 fn run_until(at: DateTime<Utc>, seconds: Option<f64>) -> DateTime<Utc> {
-    const TEN_YEARS_S: f64 = 10.0 * 366.0 * 86_400.0;
     seconds
         .filter(|s| s.is_finite() && *s > 0.0)
-        .map(|s| chrono::TimeDelta::milliseconds((s.min(TEN_YEARS_S) * 1000.0).ceil() as i64))
+        .map(|s| {
+            let s = s.min(crate::domain::MAX_DURATION_S);
+            chrono::TimeDelta::milliseconds((s * 1000.0).ceil() as i64)
+        })
         .and_then(|d| at.checked_add_signed(d))
         .unwrap_or(at)
 }
@@ -508,11 +510,7 @@ fn power_reason(s: &ScopeCheck, estimate: &Estimate) -> String {
 /// Nodes of the job's list that a running job names too: shared nodes, or a
 /// job whose end was never reported (`GET /v1/jobs` shows which).
 fn shared_reason(shared: &[&str]) -> String {
-    const SHOWN: usize = 10;
-    let mut names = shared[..shared.len().min(SHOWN)].join(", ");
-    if shared.len() > SHOWN {
-        names.push_str(&format!(" and {} more", shared.len() - SHOWN));
-    }
+    let names = crate::text::names_shown(shared, 10);
     let (count, verb) = match shared.len() {
         1 => ("1 of its nodes".to_owned(), "is"),
         n => (format!("{n} of its nodes"), "are"),

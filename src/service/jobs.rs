@@ -212,7 +212,7 @@ impl Sent<'_> {
         if let Some(limit) = self.time_limit_s {
             let same = row
                 .time_limit_s
-                .is_some_and(|s| (s - limit).abs() <= 1e-9 * s.abs().max(limit.abs()));
+                .is_some_and(|s| crate::domain::same_quantity(limit, s));
             if !same {
                 let stored = row
                     .time_limit_s

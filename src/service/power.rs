@@ -83,14 +83,13 @@ pub async fn headroom(
         .execute(&mut *tx)
         .await?;
     let cap = store::caps::in_force_for(&mut *tx, partition, at).await?;
-    let load = store::power::load(&mut tx, service.settings.expiry, now).await?;
-    let jobs = store::jobs::list(&mut *tx, None, partition, None).await?;
-    tx.commit().await?;
     // At a later time, the jobs running now whose reservations end by then
     // no longer draw, and their nodes idle again (as admission weighs a cap
     // beginning during a job's run). Jobs not started yet are not known.
     let when = at.max(now);
-    let load = if at > now { load.at(at) } else { load };
+    let load = store::power::load(&mut tx, service.settings.expiry, when).await?;
+    let jobs = store::jobs::list(&mut *tx, None, partition, None).await?;
+    tx.commit().await?;
     let draws = ScopeDraws::of(&load, partition, &[], None);
     let idle = draws.idle(|_, d| (d.free, d.anonymous_nodes));
     let expiry = service.settings.expiry;

@@ -505,20 +505,10 @@ pub async fn check_registered(service: &Service, scope: &NodeScope) -> Result<()
     if unknown.is_empty() {
         return Ok(());
     }
-    let shown = unknown
-        .iter()
-        .take(MAX_NAMES_SHOWN)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(", ");
-    let more = if unknown.len() > MAX_NAMES_SHOWN {
-        format!(" and {} more", unknown.len() - MAX_NAMES_SHOWN)
-    } else {
-        String::new()
-    };
+    let shown = crate::text::names_shown(&unknown, MAX_NAMES_SHOWN);
     Err(Error::invalid(
         &format!("{}node_list", scope.prefix),
-        format!("names nodes not in the registry: {shown}{more}"),
+        format!("names nodes not in the registry: {shown}"),
     ))
 }
 
