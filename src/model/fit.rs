@@ -486,6 +486,11 @@ impl Flags {
         self.0 == 0
     }
 
+    /// The flags of either set.
+    pub fn union(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
     /// One bit per flag, bit i for `Flag::ALL[i]`.
     pub fn bits(self) -> u8 {
         self.0

@@ -456,7 +456,7 @@ pub async fn settle_partition(service: &Service, scope: &mut NodeScope) -> Resul
 /// asked for by name that no node of the scope has samples of: a typo
 /// (`partition=gpu2`) would otherwise drop the bounds without a word, and a
 /// scheduler checking a cap would get none.
-async fn check_named(service: &Service, scope: &NodeScope) -> Result<()> {
+pub async fn check_named(service: &Service, scope: &NodeScope) -> Result<()> {
     let field = |name: &str| format!("{}{name}", scope.prefix);
     let partition = scope.partition.as_deref();
     if let Some(p) = partition

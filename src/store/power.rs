@@ -179,6 +179,18 @@ impl Load {
         self.partitions.contains(partition)
     }
 
+    /// How many registered nodes are in `partition` (all of them for `None`).
+    pub fn nodes_in(&self, partition: Option<&str>) -> usize {
+        match partition {
+            None => self.nodes.len(),
+            Some(p) => self
+                .nodes
+                .iter()
+                .filter(|n| n.partition.as_deref() == Some(p))
+                .count(),
+        }
+    }
+
     /// Whether `name` is in the node registry.
     pub fn is_registered(&self, name: &str) -> bool {
         self.registered.contains_key(name)

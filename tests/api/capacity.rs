@@ -70,13 +70,20 @@ async fn max_nodes_on_a_linear_apc_is_the_floor_of_the_budget_over_the_slope() {
             .contains("above the limit")
     );
 
-    // The worst allocation needs a classification.
+    // The worst allocation needs a classification; a workload asked for by
+    // name that nothing has samples of is named.
+    app.get(
+        "/v1/apps/lin/max-nodes?power_limit_w=1000&bound=worst",
+        &app.read,
+    )
+    .await
+    .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "bound");
     app.get(
         "/v1/apps/lin/max-nodes?power_limit_w=1000&bound=worst&workload=stress",
         &app.read,
     )
     .await
-    .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "bound");
+    .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "workload");
     // Nodes at 180, 200, 220 and 240 W: the runs (no node lists) are taken
     // at the mean, 30 W per node above the best; the worst is 30 W per node
     // above the mean. Worst APC = 100 + 230·n, so 1000 W allows 3 nodes.
@@ -109,6 +116,163 @@ async fn max_nodes_on_a_linear_apc_is_the_floor_of_the_budget_over_the_slope() {
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     assert_eq!(reply.body["nodes"], 3);
     assert!((reply.body["apc_w"].as_f64().unwrap() - 790.0).abs() < 1e-6);
+
+    // There are no worst 5 nodes among 4: the range stops at the nodes
+    // registered in the scope, whatever limit or range was asked.
+    let reply = app
+        .get(
+            "/v1/apps/lin/max-nodes?power_limit_w=1e6&bound=worst&workload=stress&max_nodes=100",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["range"]["max_nodes"], 4, "{:#}", reply.body);
+    assert_eq!(reply.body["nodes"], 4);
+    let reply = app
+        .get(
+            "/v1/apps/lin/max-nodes?power_limit_w=1e6&bound=worst&workload=stress&min_nodes=6",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert!(reply.body["nodes"].is_null());
+    let reason = reply.body["reason"].as_str().unwrap();
+    assert!(reason.contains("only 4 nodes registered"), "{reason}");
+    // The expected APC has no such bound: the registry need not be whole.
+    let reply = app
+        .get(
+            "/v1/apps/lin/max-nodes?power_limit_w=1e6&max_nodes=100",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.body["nodes"], 100, "{:#}", reply.body);
+    // A partition no registered node is in names nothing, with either bound.
+    for bound in ["worst", "expected"] {
+        app.get(
+            &format!("/v1/apps/lin/max-nodes?power_limit_w=1e6&bound={bound}&partition=nosuch"),
+            &app.read,
+        )
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "partition");
+    }
+}
+
+/// A power limit is a question of what a count draws, as admission asks it:
+/// at a measured count, what its runs drew (here well above the curve that
+/// the other counts draw), not the fitted curve. Every answer agrees with
+/// `/predictions` at its count and at every larger count of the range.
+#[tokio::test]
+async fn max_nodes_reads_a_measured_count_from_its_runs() {
+    let app = TestApp::new().await;
+    for (n, apc, id) in [
+        (1, 300.0, "a"),
+        (2, 500.0, "a"),
+        (4, 900.0, "a"),
+        (8, 2400.0, "a"),
+        (8, 2600.0, "b"),
+        (16, 3300.0, "a"),
+    ] {
+        let mut r = run("hot8", &format!("hot8-{n}-{id}"), n);
+        r["avg_power_w"] = json!(apc);
+        r["energy_j"] = json!(apc * 600.0);
+        app.ingest(&r).await;
+    }
+    let predicted = |n: u64, aggregate: &'static str| {
+        let app = &app;
+        async move {
+            let reply = app
+                .get(
+                    &format!(
+                        "/v1/apps/hot8/predictions?nodes={n}&metric=apc&aggregate={aggregate}"
+                    ),
+                    &app.read,
+                )
+                .await;
+            let p = &reply.body["predictions"][0];
+            (p["value"].as_f64().unwrap(), p["flags"].clone())
+        }
+    };
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+    for (limit, aggregate) in [
+        (1900.0, "mean"),
+        (2450.0, "mean"),
+        (2550.0, "mean"),
+        (2550.0, "max"),
+        (2700.0, "mean"),
+    ] {
+        let reply = app
+            .get(
+                &format!(
+                    "/v1/apps/hot8/max-nodes?power_limit_w={limit}&max_nodes=12&aggregate={aggregate}"
+                ),
+                &app.read,
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert_eq!(reply.body["aggregate"], aggregate);
+        let n = reply.body["nodes"].as_u64().unwrap();
+        let (apc, flags) = predicted(n, aggregate).await;
+        assert!(
+            close(reply.body["apc_w"].as_f64().unwrap(), apc),
+            "{limit} {aggregate}: {:#} against {apc}",
+            reply.body
+        );
+        assert!(apc <= limit);
+        assert_eq!(reply.body["flags"], flags, "{limit}: {:#}", reply.body);
+        for m in n + 1..=12 {
+            let (above, _) = predicted(m, aggregate).await;
+            assert!(
+                above > limit,
+                "{limit} {aggregate}: {m} draws {above}, n = {n}"
+            );
+            if m == n + 1 {
+                assert!(close(reply.body["next_apc_w"].as_f64().unwrap(), above));
+            }
+        }
+    }
+    // Between the runs' mean at 8 nodes (2500 W) and their most (2600 W),
+    // the aggregate decides whether 8 nodes fit.
+    for (aggregate, fits) in [("mean", true), ("max", false)] {
+        let reply = app
+            .get(
+                &format!(
+                    "/v1/apps/hot8/max-nodes?power_limit_w=2550&max_nodes=8&aggregate={aggregate}"
+                ),
+                &app.read,
+            )
+            .await;
+        let n = reply.body["nodes"].as_u64().unwrap();
+        assert_eq!(n == 8, fits, "{aggregate}: {:#}", reply.body);
+    }
+    // The runs at 8 nodes drew more than the limit of 2450 W: 8 nodes do
+    // not fit, whatever the curve through all counts says there.
+    let reply = app
+        .get(
+            "/v1/apps/hot8/max-nodes?power_limit_w=2450&max_nodes=8",
+            &app.read,
+        )
+        .await;
+    assert!(
+        reply.body["nodes"].as_u64().unwrap() < 8,
+        "{:#}",
+        reply.body
+    );
+    // Beyond the measured range the answer says it extrapolates.
+    let reply = app
+        .get(
+            "/v1/apps/hot8/max-nodes?power_limit_w=1e6&max_nodes=20",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.body["nodes"], 20);
+    assert!(
+        reply.body["flags"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("extrapolation")),
+        "{:#}",
+        reply.body
+    );
 }
 
 #[tokio::test]
@@ -144,6 +308,15 @@ async fn optimal_node_counts_respect_deadlines_and_budgets() {
     assert_eq!(
         reply.body["fastest"]["nodes"],
         reply.body["range"]["max_nodes"]
+    );
+    // Each count says what its predictions say: the fastest, at twice the
+    // largest measured count, is an extrapolation; one node is measured.
+    assert_eq!(reply.body["choice"]["flags"], json!([]), "{:#}", reply.body);
+    assert_eq!(
+        reply.body["fastest"]["flags"],
+        json!(["extrapolation"]),
+        "{:#}",
+        reply.body
     );
 
     // Within a deadline of 1000 s: the fewest nodes that make it.
@@ -232,6 +405,41 @@ async fn the_pareto_front_trades_time_for_energy() {
         assert!(pair[0]["tts_s"].as_f64() > pair[1]["tts_s"].as_f64());
         assert!(pair[0]["ets_j"].as_f64() < pair[1]["ets_j"].as_f64());
     }
+    // Beyond the measured 16 nodes, each point is flagged an extrapolation.
+    let reply = app
+        .get("/v1/apps/amd/pareto?min_nodes=12&max_nodes=20", &app.read)
+        .await;
+    for point in reply.body["front"].as_array().unwrap() {
+        let beyond = point["nodes"].as_u64().unwrap() > 16;
+        let flagged = point["flags"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("extrapolation"));
+        assert_eq!(beyond, flagged, "{point}");
+    }
+}
+
+/// One measured node count says nothing of the others: the model predicts
+/// the same energy everywhere, and the answer says its history is thin
+/// rather than presenting one node as a finding.
+#[tokio::test]
+async fn capacity_answers_from_one_measured_count_say_so() {
+    let app = TestApp::new().await;
+    for i in 0..3 {
+        app.ingest(&run("one", &format!("one-{i}"), 16)).await;
+    }
+    let reply = app
+        .get("/v1/apps/one/optimal-nodes?objective=energy", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let flags = reply.body["choice"]["flags"].as_array().unwrap();
+    assert!(flags.contains(&json!("thin_history")), "{:#}", reply.body);
+    assert!(flags.contains(&json!("extrapolation")), "{:#}", reply.body);
+    let reply = app
+        .get("/v1/apps/one/max-nodes?power_limit_w=1e9", &app.read)
+        .await;
+    let flags = reply.body["flags"].as_array().unwrap();
+    assert!(flags.contains(&json!("thin_history")), "{:#}", reply.body);
 }
 
 #[tokio::test]

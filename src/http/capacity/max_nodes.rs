@@ -15,9 +15,10 @@ use crate::http::extract::AppPath;
 use crate::http::extract::Query;
 use crate::http::predictions::{check_allowed, fitted_models, predict_error};
 use crate::model::capacity::{self};
-use crate::model::{Metric, bounds};
+use crate::model::{Flags, Metric, Prediction, bounds};
 use crate::predict::{self};
 use crate::service::apps;
+use crate::service::predictions::{AggregateName, NodeScope, check_named};
 use crate::validate::{self, FieldError};
 
 /// `expected` APC, or the `worst` node allocation's.
@@ -43,9 +44,14 @@ pub struct MaxNodesParams {
     pub min_nodes: Option<i64>,
     #[param(minimum = 1, maximum = 1_000_000)]
     pub max_nodes: Option<i64>,
+    /// At a measured node count, how its runs are combined, as in
+    /// predictions: `mean` (default, what admission reserves), `min` or
+    /// `max` (the most a run there drew).
+    pub aggregate: Option<AggregateName>,
     /// Reference workload for `bound=worst`; default the service's.
     pub workload: Option<String>,
-    /// Only this partition's nodes give P_min and P_max.
+    /// Only this partition's nodes give P_min and P_max; with `bound=worst`
+    /// the range also stops at its number of registered nodes.
     pub partition: Option<String>,
     #[param(exclusive_minimum = 0.0, maximum = 100.0)]
     pub allowed_rmse_pct: Option<f64>,
@@ -65,6 +71,13 @@ pub struct MaxNodes {
     /// The APC of the next node count, which exceeds the limit (absent at
     /// the top of the range).
     pub next_apc_w: Option<f64>,
+    /// How the runs at a measured count were combined.
+    pub aggregate: AggregateName,
+    /// The flags of the APC at `nodes` (without an answer, at the range's
+    /// smallest count), as predictions give them: `extrapolation`,
+    /// `thin_history`, `allowed_rmse_not_met`, `bounded`,
+    /// `database_unavailable`.
+    pub flags: Vec<String>,
     /// Why there is no answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -73,8 +86,10 @@ pub struct MaxNodes {
 
 /// The largest node count whose predicted APC stays within a power limit.
 ///
-/// Every count of the range is checked (APC need not grow with n). With
-/// `bound=worst`, the APC is that of the worst n nodes of the classification.
+/// Every count of the range is checked (APC need not grow with n), at what
+/// predictions answer there: at a measured count, its runs. With
+/// `bound=worst`, the APC is that of the worst n nodes of the classification,
+/// and the range stops at the scope's number of registered nodes.
 #[utoipa::path(get, path = "/v1/apps/{app}/max-nodes", tag = "capacity",
     params(("app" = String, Path, description = "Application tag",
              min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]*$"),
@@ -105,22 +120,25 @@ pub async fn max_nodes(
         .map_err(|e| problems.push(e))
         .ok()
         .flatten();
-    let workload =
-        crate::service::nodes::workload_or_default(&state, params.workload, "", &mut problems);
-    if let Some(Err(reason)) = params
-        .partition
-        .as_deref()
-        .map(|p| validate::identifier(p, validate::TAG_MAX))
-    {
-        problems.push(FieldError::new("partition", reason));
-    }
-    if !problems.is_empty() {
+    let scope = NodeScope::check(
+        &state,
+        params.workload,
+        params.partition,
+        None,
+        "",
+        &mut problems,
+    );
+    let Some(scope) = scope.filter(|_| problems.is_empty()) else {
         return Err(ApiError::BadRequest(problems));
-    }
+    };
     let app = apps::find(&state, &tag).await?;
-    let range = search_range(min, max, &app)?;
+    let mut range = search_range(min, max, &app)?;
+    check_named(&state, &scope).await?;
     let allowed = predict::allowed_rmse(&app, allowed);
-    let bound = params.bound.unwrap_or_default();
+    let (bound, aggregate) = (
+        params.bound.unwrap_or_default(),
+        params.aggregate.unwrap_or_default(),
+    );
     let fitted = fitted_models(&state, &app, &Metric::ALL, allowed).await?;
     let mut models = ModelsUsed {
         model_version: predict::model_version(&app),
@@ -129,27 +147,52 @@ pub async fn max_nodes(
         tts: Some(case_of(&fitted[2])),
         workload: None,
     };
-    let nodes_range = range.min_nodes..=range.max_nodes;
-    let apc_at: Box<dyn Fn(u32) -> f64 + Send> = match bound {
-        // APC as the predictions give it: reconciled with EtS and TtS
-        // (`consistency::curves`), so that the count found here draws what
-        // `/predictions` says it draws.
+    let mut reason = None;
+    let apc_at: Box<dyn Fn(u32) -> Prediction + Send + Sync> = match bound {
+        // APC as the predictions give it: a measured count's runs, else the
+        // models reconciled with EtS and TtS (`consistency::predict`), so
+        // that the count found here draws what `/predictions` and
+        // admission say it draws.
         Bound::Expected => {
             let [ets, apc, tts]: [Arc<Fitted>; 3] = std::array::from_fn(|i| fitted[i].clone());
-            Box::new(move |n| consistency::curves([&ets.model, &apc.model, &tts.model], n)[1].value)
+            Box::new(move |n| {
+                let [_, apc, _] =
+                    consistency::predict([&ets.model, &apc.model, &tts.model], n, aggregate);
+                apc
+            })
         }
         Bound::Worst => {
+            let partition = scope.partition.as_deref();
             let Some(powers) =
-                crate::service::nodes::node_powers(&state, &workload, params.partition.as_deref())
-                    .await?
+                crate::service::nodes::node_powers(&state, &scope.workload, partition).await?
             else {
                 return Err(ApiError::invalid(
                     "bound",
                     format!(
-                        "worst needs a node classification; workload `{workload}` has no samples"
+                        "worst needs a node classification; workload `{}` has no samples",
+                        scope.workload
                     ),
                 ));
             };
+            // There are no worst n nodes beyond the nodes there are.
+            let registered = crate::service::power::registry(&state)
+                .await?
+                .nodes_in(partition);
+            let registered = u32::try_from(registered).unwrap_or(u32::MAX);
+            if registered < range.max_nodes {
+                range.max_nodes = registered.max(range.min_nodes);
+                if registered < range.min_nodes {
+                    reason = Some(format!(
+                        "{} only {} registered, fewer than min_nodes ({})",
+                        partition.map_or_else(
+                            || "the registry has".to_owned(),
+                            |p| format!("partition {p} has")
+                        ),
+                        crate::text::nodes(registered),
+                        range.min_nodes
+                    ));
+                }
+            }
             let best = state
                 .models
                 .best_node_apc(&state.pool, &app, &powers, allowed)
@@ -158,33 +201,43 @@ pub async fn max_nodes(
             models.ets = None;
             models.apc = Some(case_of(&best));
             models.tts = None;
-            models.workload = Some(workload);
+            models.workload = Some(scope.workload.clone());
             let scale = powers.scale;
-            Box::new(move |n| bounds::worst_of(best.model.predict_model(n).value, n, &scale))
+            Box::new(move |n| {
+                let mut p = best.model.predict(n, aggregate);
+                p.value = bounds::worst_of(p.value, n, &scale);
+                p
+            })
         }
     };
     let limit_w = params.power_limit_w;
-    let (found, apc_at) = scan(&state, &range, move || {
-        (capacity::max_nodes(nodes_range, limit_w, &apc_at), apc_at)
-    })
-    .await?;
-    let (nodes, apc_w, next_apc_w, reason) = match found {
-        Some((n, apc)) => (
-            Some(n),
-            Some(apc),
-            (n < range.max_nodes).then(|| apc_at(n + 1)),
-            None,
-        ),
-        None => (
-            None,
-            None,
-            None,
-            Some(format!(
-                "even {} node(s) are predicted to draw {:.0} W, above the limit",
-                range.min_nodes,
-                apc_at(range.min_nodes)
-            )),
-        ),
+    let (nodes, apc_w, next_apc_w, flags) = if reason.is_some() {
+        (None, None, None, Flags::default())
+    } else {
+        let nodes = range.min_nodes..=range.max_nodes;
+        let (found, apc_at) = scan(&state, &range, move || {
+            let found = capacity::max_nodes(nodes, limit_w, |n| apc_at(n).value);
+            (found, apc_at)
+        })
+        .await?;
+        match found {
+            Some((n, apc)) => (
+                Some(n),
+                Some(apc),
+                (n < range.max_nodes).then(|| apc_at(n + 1).value),
+                apc_at(n).flags,
+            ),
+            None => {
+                let first = apc_at(range.min_nodes);
+                reason = Some(format!(
+                    "even {} {} predicted to draw {} W, above the limit",
+                    crate::text::nodes(range.min_nodes),
+                    if range.min_nodes == 1 { "is" } else { "are" },
+                    crate::text::whole(first.value)
+                ));
+                (None, None, None, first.flags)
+            }
+        }
     };
     Ok(axum::Json(MaxNodes {
         app: app.tag.clone(),
@@ -194,6 +247,8 @@ pub async fn max_nodes(
         nodes,
         apc_w,
         next_apc_w,
+        aggregate,
+        flags: flag_names(&state, flags),
         reason,
         models,
     }))

@@ -2,10 +2,16 @@
 //! limit, the energy- or time-optimal node count, and the time/energy Pareto
 //! front, each from the application's fitted predictors.
 //!
-//! They read the fitted curves at every node count, measured or not (unlike
-//! a prediction, which answers a measured count from its runs): comparing
-//! counts needs one consistent curve, and one lucky run must not make its
-//! node count look best.
+//! Optimal-nodes and pareto read the fitted curves at every node count,
+//! measured or not (unlike a prediction, which answers a measured count from
+//! its runs): comparing counts needs one consistent curve, and one lucky run
+//! must not make its node count look best. Max-nodes asks whether a count
+//! fits under a power limit, as admission does, so it reads what the
+//! predictions answer, a measured count's runs included: a count it finds
+//! fits is one that admission, under that limit alone, admits.
+//!
+//! Each answer carries the flags of the predictions behind its counts
+//! (`extrapolation`, `thin_history`, …), as the predictions do.
 //!
 //! This file holds what the three share; `max_nodes.rs` and `optimal.rs`
 //! (the optimal node count and the Pareto front) the routes.
@@ -24,7 +30,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::{ApiError, ApiResult};
 use super::predictions::{check_nodes, fitted_models};
-use crate::model::{Metric, consistency};
+use crate::model::{Flag, Flags, Metric, Prediction, consistency};
 use crate::predict::{self, Fitted};
 use crate::service::apps::AppRow;
 use crate::validate::FieldError;
@@ -146,31 +152,57 @@ pub(super) fn case_of(fitted: &Fitted) -> String {
     }
 }
 
-/// The EtS and TtS predictors of `app` as functions of n: their curves made
-/// consistent with APC's (`consistency::curves`), so that a count chosen
-/// here has the EtS and TtS its predictions give (they differed where
+/// The three reconciled curves of an application (`consistency::curves`):
+/// what optimal-nodes and pareto read at each count, so that a count chosen
+/// there has the EtS and TtS its predictions give (they differed where
 /// reconciling moved them, below the measured range say).
-pub(super) async fn energy_and_time(
-    state: &AppState,
-    app: &AppRow,
-    allowed: Option<f64>,
-) -> ApiResult<(
-    impl Fn(u32) -> f64 + Send + 'static + use<>,
-    impl Fn(u32) -> f64 + Send + 'static + use<>,
-    ModelsUsed,
-)> {
-    let allowed = predict::allowed_rmse(app, allowed);
-    let fitted = fitted_models(state, app, &Metric::ALL, allowed).await?;
-    let models = ModelsUsed {
-        model_version: predict::model_version(app),
-        ets: Some(case_of(&fitted[0])),
-        apc: Some(case_of(&fitted[1])),
-        tts: Some(case_of(&fitted[2])),
-        workload: None,
-    };
-    let [ets, apc, tts]: [Arc<Fitted>; 3] = std::array::from_fn(|i| fitted[i].clone());
-    let at = move |n: u32| consistency::curves([&ets.model, &apc.model, &tts.model], n);
-    let both = Arc::new(at);
-    let time = both.clone();
-    Ok((move |n| both(n)[0].value, move |n| time(n)[2].value, models))
+#[derive(Clone)]
+pub(super) struct Curves([Arc<Fitted>; 3]);
+
+impl Curves {
+    /// The curves of `app`'s fitted models, and the models named.
+    pub(super) async fn of(
+        state: &AppState,
+        app: &AppRow,
+        allowed: Option<f64>,
+    ) -> ApiResult<(Curves, ModelsUsed)> {
+        let allowed = predict::allowed_rmse(app, allowed);
+        let fitted = fitted_models(state, app, &Metric::ALL, allowed).await?;
+        let models = ModelsUsed {
+            model_version: predict::model_version(app),
+            ets: Some(case_of(&fitted[0])),
+            apc: Some(case_of(&fitted[1])),
+            tts: Some(case_of(&fitted[2])),
+            workload: None,
+        };
+        Ok((Curves(std::array::from_fn(|i| fitted[i].clone())), models))
+    }
+
+    fn at(&self, n: u32) -> [Prediction; 3] {
+        let [ets, apc, tts] = &self.0;
+        consistency::curves([&ets.model, &apc.model, &tts.model], n)
+    }
+
+    pub(super) fn energy(&self, n: u32) -> f64 {
+        self.at(n)[0].value
+    }
+
+    pub(super) fn time(&self, n: u32) -> f64 {
+        self.at(n)[2].value
+    }
+
+    /// The flags of the EtS and TtS read at `n`.
+    pub(super) fn flags(&self, n: u32) -> Flags {
+        let [ets, _, tts] = self.at(n);
+        ets.flags.union(tts.flags)
+    }
+}
+
+/// A capacity answer's flags by name, as predictions name them, with
+/// `database_unavailable` when answered from memory through an outage.
+pub(super) fn flag_names(state: &AppState, mut flags: Flags) -> Vec<String> {
+    if state.caches.degraded() {
+        flags.insert(Flag::DatabaseUnavailable);
+    }
+    flags.iter().map(|f| f.as_str().to_owned()).collect()
 }

@@ -48,19 +48,26 @@ pub struct OptimalParams {
 }
 
 /// A node count with its predicted energy and time.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct NodeChoice {
     pub nodes: u32,
     pub ets_j: f64,
     pub tts_s: f64,
+    /// The flags of the EtS and TtS predicted there, as predictions give
+    /// them: `extrapolation` (outside the measured range), `thin_history`
+    /// (fewer than three node counts measured: a single count predicts the
+    /// same energy everywhere), `allowed_rmse_not_met`, `bounded`,
+    /// `database_unavailable`.
+    pub flags: Vec<String>,
 }
 
-impl From<Choice> for NodeChoice {
-    fn from(c: Choice) -> Self {
+impl NodeChoice {
+    fn of(c: Choice, curves: &Curves, state: &AppState) -> NodeChoice {
         NodeChoice {
             nodes: c.nodes,
             ets_j: c.ets_j,
             tts_s: c.tts_s,
+            flags: flag_names(state, curves.flags(c.nodes)),
         }
     }
 }
@@ -128,23 +135,24 @@ pub async fn optimal_nodes(
     }
     let app = apps::find(&state, &tag).await?;
     let range = search_range(min, max, &app)?;
-    let (ets, tts, models) = energy_and_time(&state, &app, allowed).await?;
+    let (curves, models) = Curves::of(&state, &app, allowed).await?;
     let nodes = range.min_nodes..=range.max_nodes;
     let objective = match params.objective {
         ObjectiveName::Energy => Objective::Energy,
         ObjectiveName::Time => Objective::Time,
     };
     let (deadline_s, energy_budget_j) = (params.deadline_s, params.energy_budget_j);
+    let scanned = curves.clone();
     let (choice, (least_energy, fastest)) = scan(&state, &range, move || {
         let choice = capacity::optimal(
             nodes.clone(),
             objective,
-            &ets,
-            &tts,
+            |n| scanned.energy(n),
+            |n| scanned.time(n),
             deadline_s,
             energy_budget_j,
         );
-        (choice, extremes(nodes, &ets, &tts))
+        (choice, extremes(nodes, &scanned))
     })
     .await?;
     let reason = choice.is_none().then(|| {
@@ -180,9 +188,9 @@ pub async fn optimal_nodes(
         range,
         deadline_s: params.deadline_s,
         energy_budget_j: params.energy_budget_j,
-        choice: choice.map(NodeChoice::from),
-        least_energy: least_energy.map(NodeChoice::from),
-        fastest: fastest.map(NodeChoice::from),
+        choice: choice.map(|c| NodeChoice::of(c, &curves, &state)),
+        least_energy: least_energy.map(|c| NodeChoice::of(c, &curves, &state)),
+        fastest: fastest.map(|c| NodeChoice::of(c, &curves, &state)),
         reason,
         models,
     }))
@@ -191,9 +199,9 @@ pub async fn optimal_nodes(
 /// The least-energy and the fastest node counts of `nodes`.
 fn extremes(
     nodes: std::ops::RangeInclusive<u32>,
-    ets: &impl Fn(u32) -> f64,
-    tts: &impl Fn(u32) -> f64,
+    curves: &Curves,
 ) -> (Option<Choice>, Option<Choice>) {
+    let (ets, tts) = (|n| curves.energy(n), |n| curves.time(n));
     (
         capacity::optimal(nodes.clone(), Objective::Energy, ets, tts, None, None),
         capacity::optimal(nodes, Objective::Time, ets, tts, None, None),
@@ -207,10 +215,14 @@ pub(crate) async fn least_energy_and_fastest(
     app: &crate::service::apps::AppRow,
 ) -> ApiResult<(Option<NodeChoice>, Option<NodeChoice>)> {
     let range = search_range(None, None, app)?;
-    let (ets, tts, _) = energy_and_time(state, app, None).await?;
+    let (curves, _) = Curves::of(state, app, None).await?;
     let nodes = range.min_nodes..=range.max_nodes;
-    let (energy, time) = scan(state, &range, move || extremes(nodes, &ets, &tts)).await?;
-    Ok((energy.map(NodeChoice::from), time.map(NodeChoice::from)))
+    let scanned = curves.clone();
+    let (energy, time) = scan(state, &range, move || extremes(nodes, &scanned)).await?;
+    Ok((
+        energy.map(|c| NodeChoice::of(c, &curves, state)),
+        time.map(|c| NodeChoice::of(c, &curves, state)),
+    ))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -246,7 +258,7 @@ const MAX_FRONT_POINTS: usize = 1_000;
 /// At most `MAX_FRONT_POINTS` of `front` (ascending node counts): its ends,
 /// and between them the first count at or past each of evenly spaced steps
 /// in log n.
-fn thin(front: Vec<NodeChoice>) -> Vec<NodeChoice> {
+fn thin(front: Vec<Choice>) -> Vec<Choice> {
     let (Some(first), Some(last)) = (front.first(), front.last()) else {
         return front;
     };
@@ -306,15 +318,24 @@ pub async fn pareto(
     }
     let app = apps::find(&state, &tag).await?;
     let range = search_range(min, max, &app)?;
-    let (ets, tts, models) = energy_and_time(&state, &app, allowed).await?;
+    let (curves, models) = Curves::of(&state, &app, allowed).await?;
     let nodes = range.min_nodes..=range.max_nodes;
-    let front = scan(&state, &range, move || capacity::pareto(nodes, ets, tts)).await?;
-    let front: Vec<NodeChoice> = front.into_iter().map(NodeChoice::from).collect();
+    let scanned = curves.clone();
+    let front = scan(&state, &range, move || {
+        capacity::pareto(nodes, |n| scanned.energy(n), |n| scanned.time(n))
+    })
+    .await?;
+    let front_counts = front.len();
+    // Flags only for the points listed (a front may have 100,000).
+    let front = thin(front)
+        .into_iter()
+        .map(|c| NodeChoice::of(c, &curves, &state))
+        .collect();
     Ok(axum::Json(Pareto {
         app: app.tag.clone(),
         range,
-        front_counts: front.len(),
-        front: thin(front),
+        front_counts,
+        front,
         models,
     }))
 }
@@ -323,9 +344,9 @@ pub async fn pareto(
 mod tests {
     use super::*;
 
-    fn front(nodes: impl Iterator<Item = u32>) -> Vec<NodeChoice> {
+    fn front(nodes: impl Iterator<Item = u32>) -> Vec<Choice> {
         nodes
-            .map(|n| NodeChoice {
+            .map(|n| Choice {
                 nodes: n,
                 ets_j: f64::from(n),
                 tts_s: 1.0 / f64::from(n),
