@@ -18,6 +18,7 @@ use super::runs::Run;
 use crate::domain::ScalingMode;
 use crate::http::extract::{AppPath, NoQuery};
 use crate::service::apps::{self, AppMetadata, AppRow, RunFilter};
+use crate::service::predictions::check_nodes;
 use crate::validate::{self, Errors};
 
 /// An application (energy tag) and a summary of its history.
@@ -203,13 +204,13 @@ pub async fn list_apps(
 #[into_params(parameter_in = Query)]
 pub struct RunListParams {
     /// Only runs on exactly this many nodes.
-    #[param(minimum = 1)]
+    #[param(minimum = 1, maximum = 1_000_000)]
     pub nodes: Option<i32>,
     /// Only runs on at least this many nodes.
-    #[param(minimum = 1)]
+    #[param(minimum = 1, maximum = 1_000_000)]
     pub min_nodes: Option<i32>,
     /// Only runs on at most this many nodes.
-    #[param(minimum = 1)]
+    #[param(minimum = 1, maximum = 1_000_000)]
     pub max_nodes: Option<i32>,
     /// Only runs that finished at or after this time (RFC 3339).
     pub from: Option<DateTime<Utc>>,
@@ -258,11 +259,8 @@ pub async fn list_app_runs(
         ("min_nodes", params.min_nodes),
         ("max_nodes", params.max_nodes),
     ] {
-        if let Some(v) = value.filter(|v| *v < 1) {
-            errors.push(validate::FieldError::new(
-                field,
-                format!("must be at least 1 (got {v})"),
-            ));
+        if let Some(Err(e)) = value.map(|v| check_nodes(field, i64::from(v))) {
+            errors.push(e);
         }
     }
     if let (Some(min), Some(max)) = (params.min_nodes, params.max_nodes)

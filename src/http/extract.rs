@@ -70,7 +70,8 @@ fn body_limit(req: &Request) -> usize {
 
 pub fn from_json_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(json_error)?;
+    let value = serde_path_to_error::deserialize(&mut deserializer)
+        .map_err(|e| json_error::<T>(e, bytes))?;
     deserializer
         .end()
         .map_err(|e| ApiError::bad_request("body", e.to_string()))?;
@@ -204,7 +205,12 @@ fn whole(value: serde_json::Value) -> JsonItem {
     }
 }
 
-fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
+/// The problem of a body `T` could not be read from: 422 naming the field
+/// when the JSON is well formed, else 400.
+fn json_error<T: DeserializeOwned>(
+    error: serde_path_to_error::Error<serde_json::Error>,
+    bytes: &[u8],
+) -> ApiError {
     use serde_json::error::Category;
     match error.inner().classify() {
         Category::Data => {
@@ -212,6 +218,16 @@ fn json_error(error: serde_path_to_error::Error<serde_json::Error>) -> ApiError 
             ApiError::invalid(&field, reason)
         }
         Category::Syntax | Category::Eof | Category::Io => {
+            // serde_json reports a null or a number where an enum's string
+            // belongs as a syntax error ("expected value"); the body is
+            // well formed, and read as a value the same mistake names its
+            // field and type.
+            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes)
+                && let Err(problems) = from_json_value::<T>(value, "")
+                && let Some(problem) = problems.into_iter().next()
+            {
+                return ApiError::invalid(&problem.field, problem.reason);
+            }
             ApiError::bad_request("body", format!("malformed JSON: {}", error.inner()))
         }
     }
@@ -240,6 +256,17 @@ fn field_and_reason(path: &serde_path_to_error::Path, reason: String) -> (String
         _ => base,
     };
     (field, reason)
+}
+
+/// A comma-separated query parameter given but blank (`targets=`): refused,
+/// so that an empty list is not quietly read as the parameter left out.
+pub fn given_blank(field: &str, text: Option<&str>) -> Option<FieldError> {
+    text.filter(|t| t.trim().is_empty()).map(|_| {
+        FieldError::new(
+            field,
+            "is empty: give values separated by commas, or leave it out for the defaults",
+        )
+    })
 }
 
 /// The trimmed items of a comma-separated query parameter such as

@@ -346,8 +346,10 @@ pub fn search(observations: &[(f64, f64)], settings: &Settings) -> Result<Found,
     let tss: f64 = y.iter().map(|v| (v - y_mean).powi(2)).sum();
     let k = model.terms.len() as f64;
     let dof = m as f64 - k - 1.0;
-    let adjusted_r2 =
-        (dof > 0.0 && tss > 0.0).then(|| 1.0 - (rss / dof) / (tss / (m as f64 - 1.0)));
+    // Data constant to rounding (a spread within 1e-9 of their mean, as
+    // products of measured values leave) have no variance to explain.
+    let varies = tss > (1e-9 * y_mean).powi(2) * m as f64;
+    let adjusted_r2 = (dof > 0.0 && varies).then(|| 1.0 - (rss / dof) / (tss / (m as f64 - 1.0)));
     let smape_pct = y
         .iter()
         .zip(&fitted)
@@ -1133,6 +1135,17 @@ mod tests {
         let flat = search(&exact(|_| 3.0, &P), &Settings::default()).unwrap();
         assert!(flat.model.terms.is_empty() && close(flat.model.constant, 3.0, 1e-12));
         assert_eq!(flat.adjusted_r2, None);
+        // Constant but for rounding (energies as power × time): no variance
+        // to explain, so no R², not a large negative one.
+        let rounded = search(
+            &exact(
+                |p| 3.6e6 * (1.0 + 4.0 * f64::EPSILON * (p.log2() % 2.0)),
+                &P,
+            ),
+            &Settings::default(),
+        )
+        .unwrap();
+        assert_eq!(rounded.adjusted_r2, None, "{}", rounded.model.formula());
     }
 
     #[test]

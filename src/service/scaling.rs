@@ -63,7 +63,7 @@ pub struct ModelInfo {
 pub struct PredictionAt {
     pub p: f64,
     pub value: f64,
-    /// Beyond the largest measured p.
+    /// Outside the measured p (below the smallest or beyond the largest).
     pub extrapolated: bool,
 }
 
@@ -271,14 +271,17 @@ pub fn scaling_model(
     metric: Option<String>,
 ) -> ScalingModel {
     let model = &found.model;
-    let p_max = found.p.last().copied().unwrap_or(0.0);
+    let (p_min, p_max) = (
+        found.p.first().copied().unwrap_or(0.0),
+        found.p.last().copied().unwrap_or(0.0),
+    );
     let leading = model.leading();
     ScalingModel {
         region,
         metric,
         points: found.p.len(),
         observations,
-        p_min: found.p.first().copied().unwrap_or(0.0),
+        p_min,
         p_max,
         model: ModelInfo {
             formula: model.formula(),
@@ -307,7 +310,7 @@ pub fn scaling_model(
             .map(|&p| PredictionAt {
                 p,
                 value: model.at(p),
-                extrapolated: p > p_max,
+                extrapolated: p < p_min || p > p_max,
             })
             .collect(),
         expectation: ask.expectation.map(|expected| {

@@ -90,6 +90,10 @@ async fn invalid_metadata_is_refused_naming_the_field() {
     let app = TestApp::new().await;
     let cases = [
         (json!({"scaling_mode": "sideways"}), "scaling_mode"),
+        // Well-formed JSON of the wrong type where a name belongs (serde_json
+        // calls it a syntax error) is named too.
+        (json!({"scaling_mode": null}), "scaling_mode"),
+        (json!({"scaling_mode": 5}), "scaling_mode"),
         (json!({"allowed_rmse_pct": 0}), "allowed_rmse_pct"),
         (json!({"allowed_rmse_pct": 150}), "allowed_rmse_pct"),
         (json!({"description": "x".repeat(5000)}), "description"),
@@ -228,6 +232,8 @@ async fn runs_are_listed_with_filters_and_cursor_pagination() {
 
     for (query, field) in [
         ("nodes=0", "nodes"),
+        ("nodes=1000001", "nodes"),
+        ("max_nodes=1000001", "max_nodes"),
         ("min_nodes=9&max_nodes=3", "min_nodes"),
         ("from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z", "from"),
         ("from=yesterday", "from"),

@@ -31,7 +31,7 @@ async fn points_with_repetitions_give_the_model_its_fit_and_predictions() {
         .collect();
     let reply = search(
         &app,
-        json!({"points": points, "targets": [128, 1024], "expectation": "O(p log p)"}),
+        json!({"points": points, "targets": [128, 1024, 2, 16], "expectation": "O(p log p)"}),
     )
     .await;
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
@@ -55,6 +55,9 @@ async fn points_with_repetitions_give_the_model_its_fit_and_predictions() {
     assert!(close(&answer["predictions"][0]["value"], 330.0, 1e-6));
     assert!(close(&answer["predictions"][1]["value"], 2570.0, 1e-6));
     assert_eq!(answer["predictions"][1]["extrapolated"], true);
+    // Below the smallest measured p (4) too; 16 was measured.
+    assert_eq!(answer["predictions"][2]["extrapolated"], true);
+    assert_eq!(answer["predictions"][3]["extrapolated"], false);
     // O(p) against O(p log p): slower than expected is a match.
     let expectation = &answer["expectation"];
     assert_eq!(expectation["outcome"], "match", "{expectation:#}");
@@ -297,6 +300,7 @@ async fn the_scaling_model_of_stored_runs_follows_strong_scaling() {
     for (query, field) in [
         ("metric=joules", "metric"),
         ("targets=64,x", "targets"),
+        ("targets=", "targets"),
         ("expectation=O(q)", "expectation"),
         ("colour=red", "colour"),
     ] {
@@ -462,6 +466,7 @@ async fn efficiency_factors_are_stored_idempotently_and_extrapolated() {
     assert_eq!(targets[0]["extrapolated"], false);
     assert_eq!(targets[1]["dominant"], "load_balance");
     assert!(close(&targets[2]["load_balance"], lb(64.0), 1e-6));
+    assert_eq!(targets[2]["extrapolated"], true);
     assert!(close(
         &targets[2]["efficiency"],
         lb(64.0) * 0.9 * 0.97,
@@ -565,17 +570,22 @@ async fn bad_efficiency_input_is_refused_whole_and_named() {
         .get("/v1/apps/bad/scalability?region=io", &app.read)
         .await;
     reply.assert_problem(StatusCode::NOT_FOUND);
-    let reply = app
-        .get("/v1/apps/bad/scalability?targets=0", &app.read)
-        .await;
-    reply.assert_field_error(StatusCode::BAD_REQUEST, "targets");
+    for targets in ["0", "", "%20,"] {
+        let reply = app
+            .get(
+                &format!("/v1/apps/bad/scalability?targets={targets}"),
+                &app.read,
+            )
+            .await;
+        reply.assert_field_error(StatusCode::BAD_REQUEST, "targets");
+    }
     let reply = app
         .get("/v1/apps/bad/scalability?region=a%20b", &app.read)
         .await;
     reply.assert_field_error(StatusCode::BAD_REQUEST, "region");
     // One measurement: every factor constant, nothing changes.
     let reply = app
-        .get("/v1/apps/bad/scalability?targets=64", &app.read)
+        .get("/v1/apps/bad/scalability?targets=64,1,4", &app.read)
         .await;
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     assert_eq!(reply.body["regions"][0]["region"], "all");
@@ -583,6 +593,14 @@ async fn bad_efficiency_input_is_refused_whole_and_named() {
         reply.body["regions"][0]["factors"]["load_balance"]["family"],
         "constant"
     );
+    // Measured at 4 processes only: 1 is as much an extrapolation as 64.
+    let extrapolated: Vec<bool> = reply.body["regions"][0]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["extrapolated"].as_bool().unwrap())
+        .collect();
+    assert_eq!(extrapolated, [true, true, false]);
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use crate::http::auth::{self, Authorized};
 use crate::http::error::responses::{HeavyBusy, NeedsRead, Unauthorized, Unavailable};
 use crate::http::error::{ApiError, ApiResult, Problem};
 use crate::http::extract::AppPath;
-use crate::http::extract::{Query, comma_separated};
+use crate::http::extract::{Query, comma_separated, given_blank};
 use crate::model::efficiency::{self as factors, FactorFit, Family};
 use crate::service::apps;
 use crate::service::efficiency::MeasurementRow;
@@ -79,7 +79,8 @@ pub struct FactorsAt {
     /// The smallest factor: what limits efficiency there.
     #[schema(example = "transfer")]
     pub dominant: String,
-    /// Beyond the largest measured process count.
+    /// Outside the measured process counts (below the smallest or beyond
+    /// the largest).
     pub extrapolated: bool,
 }
 
@@ -110,6 +111,9 @@ pub struct Scalability {
 }
 
 fn targets_of(text: Option<&str>) -> ApiResult<Option<Vec<u64>>> {
+    if let Some(e) = given_blank("targets", text) {
+        return Err(ApiError::BadRequest(vec![e]));
+    }
     if comma_separated(text).next().is_none() {
         return Ok(None);
     }
@@ -223,7 +227,7 @@ fn scalability(rows: &[MeasurementRow], targets: Option<&[u64]>) -> Vec<RegionSc
                     transfer: trf,
                     efficiency: factors::efficiency(&values).unwrap_or(f64::NAN),
                     dominant: NAMES[factors::dominant(&values).unwrap_or(0)].to_owned(),
-                    extrapolated: p > largest,
+                    extrapolated: p < smallest || p > largest,
                 }
             };
             let scan_to = targets

@@ -19,7 +19,7 @@ use super::error::responses::{
     HeavyBusy, MalformedJson, NeedsRead, NotJson, TooLarge, Unauthorized,
 };
 use super::error::{ApiError, ApiResult, Problem};
-use super::extract::{Json, NoQuery, comma_separated};
+use super::extract::{Json, NoQuery, comma_separated, given_blank};
 use crate::extrap::Series;
 use crate::model::expectation;
 use crate::model::pmnf::Shape;
@@ -275,6 +275,9 @@ pub async fn search_models(
 
 /// Parse a comma-separated list of numbers from the query string.
 fn number_list(field: &str, text: Option<&str>) -> Result<Vec<f64>, FieldError> {
+    if let Some(e) = given_blank(field, text) {
+        return Err(e);
+    }
     comma_separated(text)
         .map(|item| {
             item.parse::<f64>()
