@@ -6,7 +6,9 @@
 //! - **leave one count out**: each interior node count predicted from the
 //!   runs at all the others;
 //! - **largest count**: the largest node count predicted from the runs
-//!   below it.
+//!   below it;
+//! - **smallest count**: the smallest node count predicted from the runs
+//!   above it (a job on fewer nodes than ever measured).
 //!
 //! The truth is the mean of the runs at the count predicted. Beside
 //! Joulecast, the baselines: log-log interpolation between the neighbouring
@@ -271,6 +273,9 @@ pub enum Kind {
     LeaveOneOut,
     /// The largest node count from those below it.
     Largest,
+    /// The smallest node count from those above it: a job on fewer nodes
+    /// than the application ever ran on.
+    Smallest,
 }
 
 /// One prediction by every method.
@@ -351,7 +356,7 @@ fn targets(runs: &[Observation]) -> Vec<(Kind, u32)> {
     }
     (1..m - 1)
         .map(|i| (Kind::LeaveOneOut, counts[i]))
-        .chain([(Kind::Largest, counts[m - 1])])
+        .chain([(Kind::Largest, counts[m - 1]), (Kind::Smallest, counts[0])])
         .collect()
 }
 
@@ -366,6 +371,7 @@ fn split<T: Clone>(
     items.iter().cloned().partition(|item| match kind {
         Kind::LeaveOneOut => nodes_of(item) != nodes,
         Kind::Largest => nodes_of(item) < nodes,
+        Kind::Smallest => nodes_of(item) > nodes,
     })
 }
 
@@ -510,6 +516,10 @@ pub fn to_markdown(cases: &[Case]) -> String {
                 Kind::Largest,
                 format!("Largest node count from the smaller ones: % error of {name}"),
             ),
+            (
+                Kind::Smallest,
+                format!("Smallest node count from the larger ones: % error of {name}"),
+            ),
         ] {
             let _ = write!(out, "### {title}\n\n{header}");
             let mut row = |first: &str, second: &str, keep: &dyn Fn(&Case) -> bool| {
@@ -557,6 +567,7 @@ pub fn to_csv(cases: &[Case]) -> String {
         let kind = match c.kind {
             Kind::LeaveOneOut => "leave_one_out",
             Kind::Largest => "largest",
+            Kind::Smallest => "smallest",
         };
         let errors: Vec<String> = c.errors.iter().map(|e| format!("{e:.4}")).collect();
         let _ = writeln!(
@@ -735,9 +746,9 @@ mod tests {
         assert_eq!(series[0].metered.len(), 18);
         let cases = run(&series);
         for metric in [Metric::Tts, Metric::Ets, Metric::Apc] {
-            for kind in [Kind::LeaveOneOut, Kind::Largest] {
+            for kind in [Kind::LeaveOneOut, Kind::Largest, Kind::Smallest] {
                 let of = |c: &&Case| c.metric == metric && c.kind == kind;
-                let expected = if kind == Kind::Largest { 1 } else { 4 };
+                let expected = if kind == Kind::LeaveOneOut { 4 } else { 1 };
                 assert_eq!(
                     cases.iter().filter(of).count(),
                     expected,
@@ -797,7 +808,9 @@ mod tests {
 /// any data set. CASTEP's times double or treble past 64 nodes: its figures
 /// are reported in docs/accuracy.md, not held to the absolute targets. The
 /// largest count of the single-run data sets (OpenSBLI, OSU) is reported,
-/// not checked: Joulecast loses there (docs/accuracy.md).
+/// not checked: Joulecast loses there (docs/accuracy.md). The smallest
+/// count from the larger ones: the TtS model no worse than log-log over all
+/// cases (as served it is not: docs/accuracy.md, "Below the range").
 #[cfg(test)]
 mod targets {
     use super::*;
@@ -844,6 +857,8 @@ mod targets {
             let m = medians(&cases, Metric::Tts, Kind::LeaveOneOut, |_| true).unwrap();
             assert!(m[j] <= m[LOGLOG], "all: {m:?}\n{report}");
         }
+        let m = medians(&cases, Metric::Tts, Kind::Smallest, |_| true).unwrap();
+        assert!(m[0] <= m[LOGLOG], "smallest, all: {m:?}\n{report}");
         assert_eq!(checked, 22, "CASTEP, CP2K, NEMO and VASP are repeated");
     }
 }

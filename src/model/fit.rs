@@ -614,9 +614,24 @@ impl Model {
         }
     }
 
+    /// The regime whose winner answers at `nodes`: inside the measured
+    /// range and below it, the winner inside; above it, the winner beyond.
+    /// The forward back-test that picks the winner beyond predicts upwards,
+    /// from smaller counts to larger ones, and says nothing of the other
+    /// end; below the range the winner inside, picked mostly by leaving
+    /// counts out, answered real smallest counts from the larger ones
+    /// better (docs/accuracy.md, "Below the range").
+    pub fn answering(&self, nodes: u32) -> Regime {
+        if f64::from(nodes) > self.history.range().1 {
+            Regime::Beyond
+        } else {
+            Regime::Inside
+        }
+    }
+
     /// The candidate that answers at `nodes`.
     pub fn candidate(&self, nodes: u32) -> &Candidate {
-        self.selection.winner(self.regime(nodes))
+        self.selection.winner(self.answering(nodes))
     }
 
     /// The model's value at `nodes` with its interval and flags, also
@@ -624,8 +639,10 @@ impl Model {
     pub fn predict_model(&self, nodes: u32) -> Prediction {
         let mut flags = self.history_flags();
         let n = f64::from(nodes);
+        // The interval widens by where `nodes` falls (below the range as
+        // above it), whichever winner answers.
         let regime = self.regime(nodes);
-        let candidate = self.selection.winner(regime);
+        let candidate = self.candidate(nodes);
         let ceiling = self.ceiling(n);
         let (value, bounded) = self.bounded(&candidate.curve, n, ceiling);
         if bounded {

@@ -75,13 +75,13 @@ pub struct CurveInfo {
 }
 
 /// The model of one metric: the family chosen by back-test for node counts
-/// inside the measured range, and the one for node counts beyond it
-/// (docs/model.md §2.1).
+/// inside the measured range (and below it), and the one for node counts
+/// above it (docs/model.md §2.1).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PredictorInfo {
-    /// The family answering inside the measured range.
+    /// The family answering inside the measured range, and below it.
     pub family: String,
-    /// The family answering below and above it.
+    /// The family answering above it.
     pub family_beyond: String,
     pub inside: CurveInfo,
     pub beyond: CurveInfo,
@@ -91,17 +91,21 @@ pub struct PredictorInfo {
     pub effective_allowed_rmse_pct: f64,
     /// Families fitted and back-tested to choose from.
     pub candidates: usize,
-    /// How the family beyond the range continues there, when it is a curve
-    /// in (n, y) (`segmented` or `line`).
+    /// How the families continue past the range's ends, where they are
+    /// segmented curves: below it `family`, above it `family_beyond`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extrapolation: Option<Extrapolation>,
 }
 
-/// The predictor below and above the measured range.
+/// How a segmented predictor continues below and above the measured range:
+/// below, the family inside the range (`family`), above it the family beyond
+/// (`family_beyond`); each present when that family is a segmentation.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Extrapolation {
-    pub below: ContinuationInfo,
-    pub above: ContinuationInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub below: Option<ContinuationInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub above: Option<ContinuationInfo>,
 }
 
 /// From the value at `from_nodes` with `slope`: `linear`, value + slope·(n −
@@ -285,10 +289,18 @@ pub(crate) fn model_info(model: &Model) -> PredictorInfo {
         model.selection.winner(Regime::Inside),
         model.selection.winner(Regime::Beyond),
     );
-    let extrapolation = match &beyond.curve {
+    // Below the range the winner inside answers, above it the winner
+    // beyond (`Model::answering`): each end continues its own curve.
+    let continuations = |c: &model::Candidate| match &c.curve {
         model::Curve::Segmented(p) => p.continuations(),
         _ => None,
     };
+    let (below, above) = (
+        continuations(inside).map(|[below, _]| below.into()),
+        continuations(beyond).map(|[_, above]| above.into()),
+    );
+    let extrapolation =
+        (below.is_some() || above.is_some()).then_some(Extrapolation { below, above });
     PredictorInfo {
         family: inside.family.as_str().into(),
         family_beyond: beyond.family.as_str().into(),
@@ -297,10 +309,7 @@ pub(crate) fn model_info(model: &Model) -> PredictorInfo {
         allowed_rmse_pct: model.options.allowed_rmse_pct,
         effective_allowed_rmse_pct: model.effective_allowed_pct,
         candidates: model.selection.candidates.len(),
-        extrapolation: extrapolation.map(|[below, above]| Extrapolation {
-            below: below.into(),
-            above: above.into(),
-        }),
+        extrapolation,
     }
 }
 
@@ -317,9 +326,9 @@ pub(super) fn history_summary(model: &Model) -> HistorySummary {
 
 /// The answering family's back-test score at `nodes`, for a model's answer.
 pub(super) fn backtest_error(model: &Model, nodes: u32, p: &Prediction) -> Option<f64> {
-    let regime = model.regime(nodes);
+    let regime = model.answering(nodes);
     p.family
-        .and_then(|_| finite_pct(model.selection.winner(regime).score[regime as usize]))
+        .and_then(|_| finite_pct(model.candidate(nodes).score[regime as usize]))
 }
 
 pub(super) fn finite(x: f64) -> Option<f64> {
