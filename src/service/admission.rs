@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 use super::budgets::standing;
 use super::jobs::{Estimate, estimate};
 use super::power::ScopeDraws;
-use super::predictions::{NodeScope, scope_nodes, settle_partition};
+use super::predictions::{NodeScope, check_workload, scope_nodes, settle_partition};
 use super::{Error, Result, Service, apps, power};
 use crate::domain::ReservedBasis;
 use crate::ingest::{NodeListDraft, NodeListSchema};
@@ -46,8 +46,10 @@ pub struct AdmissionInput {
     pub account: Option<String>,
     /// When the job would start (RFC 3339, default now): its run, from then
     /// for its time limit (else its predicted TtS), is judged under the
-    /// tightest cap in force during it. The draw and the budget are those of
-    /// now (of a later cap's start, for the draw under it).
+    /// tightest cap in force during it (from now on, for a start in the
+    /// past). The draw is that at the start (or at a later cap's start), as
+    /// far as it is known now: without the running jobs whose reservations
+    /// end by then. The budget is that of now.
     pub start_at: Option<DateTime<Utc>>,
     /// The job's time limit, s: how long its run may reach into a cap that
     /// begins later. Without history, the job's energy is bounded by its
@@ -271,12 +273,22 @@ pub(crate) async fn decide(
     // as it is known now (`Load::at`: the jobs whose reservations have ended
     // by then no longer count). The scope's answer is the check with the
     // least headroom after the job.
+    //
+    // A run that began before now is bound by the caps from now to its
+    // end, not by one that ended before this check (a start reported late,
+    // or a job that began before the window). A run that begins later is
+    // weighed, under the cap in force at its start, against the load then
+    // as far as it is known now, as the headroom at that time is.
     let until = run_until(job.at, job.time_limit_s.or(estimate.tts_s));
-    let (own_caps, system_caps) = store::caps::during(&mut *conn, partition, job.at, until).await?;
+    let checked_from = job.at.max(now);
+    let later = (checked_from > now).then(|| load.at(checked_from));
+    let load = later.as_ref().unwrap_or(load);
+    let (own_caps, system_caps) =
+        store::caps::during(&mut *conn, partition, checked_from, until.max(checked_from)).await?;
     let check = |scope: Option<&str>, caps: Vec<CapRow>| {
         caps.into_iter()
             .map(|cap| {
-                let from = cap.starts_at.filter(|&t| t > job.at);
+                let from = cap.starts_at.filter(|&t| t > checked_from);
                 let then = from.map(|t| load.at(t));
                 let load = then.as_ref().unwrap_or(load);
                 scope_check(load, scope, Some(cap), job, estimate.reserved_w, from)
@@ -579,6 +591,7 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
         return Err(Error::Invalid(problems));
     };
     settle_partition(service, &mut scope).await?;
+    check_workload(service, &scope).await?;
     let app = apps::find_known(service, &tag).await?;
     let estimate = estimate(service, app.as_deref(), nodes, &scope).await?;
     let now = Utc::now();

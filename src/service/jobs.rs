@@ -10,7 +10,8 @@ use super::admission::{
     Admission, Asked, Candidate, CheckedShape, JobShape, count_decision, decide,
 };
 use super::predictions::{
-    AggregateName, Consistent, NodeScope, check_registered, node_answers, settle_partition,
+    AggregateName, Consistent, NodeScope, check_registered, check_workload, node_answers,
+    settle_partition,
 };
 use super::runs::{RunStatus, store_job_end};
 use super::{Error, Result, Service, apps};
@@ -347,6 +348,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
         return Err(Error::Invalid(problems));
     };
     settle_partition(service, &mut scope).await?;
+    check_workload(service, &scope).await?;
     // Checked again under the lock; here, to spare a prediction.
     if store::runs::id_by_key(&service.pool, &source, &job_id)
         .await?
@@ -446,7 +448,10 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             nodes,
             scope: &scope,
             account: account.as_deref(),
-            at: crate::validate::as_stored(now),
+            // Its own start, as `/v1/admission` asked with `start_at`: a
+            // start reported late is not bound by a window its run ends
+            // before, nor one a day ahead spared a window it runs into.
+            at: crate::validate::as_stored(started_at),
             time_limit_s: input.time_limit_s,
         };
         let load = store::power::load(&mut tx, service.settings.expiry, now).await?;
@@ -707,7 +712,14 @@ pub async fn finish(
         {
             break None;
         }
-        if remember_end_unless_running(service, source, job_id).await? {
+        // The end as reported (no later than now): a start reported after
+        // this finish but dated after that end is a later attempt, not one
+        // this finish ended.
+        let now = Utc::now();
+        let ended = input
+            .ended_at
+            .map_or(now, |end| validate::as_stored(end).min(now));
+        if remember_end_unless_running(service, source, job_id, ended).await? {
             return Err(Error::NotFound(format!("no job {job_id} of {source}")));
         }
     };
@@ -887,13 +899,14 @@ async fn remember_end_unless_running(
     service: &Service,
     source: &str,
     job_id: &str,
+    ended_at: DateTime<Utc>,
 ) -> sqlx::Result<bool> {
     let mut tx = service.pool.begin().await?;
     let lock = store::power::lock_admission(&mut *tx).await?;
     if store::jobs::get(&mut *tx, source, job_id).await?.is_some() {
         return Ok(false);
     }
-    store::jobs::remember_end(&mut tx, &lock, source, job_id, Utc::now()).await?;
+    store::jobs::remember_end(&mut tx, &lock, source, job_id, ended_at).await?;
     tx.commit().await?;
     Ok(true)
 }

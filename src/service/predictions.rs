@@ -467,6 +467,17 @@ pub async fn check_named(service: &Service, scope: &NodeScope) -> Result<()> {
             format!("names no partition of the registry: no registered node is in {p}"),
         ));
     }
+    check_workload(service, scope).await
+}
+
+/// Refuse (`Invalid`) a workload asked for by name that no node of the
+/// scope has samples of. Admission and job starts check this, not the
+/// partition (a scheduler's partitions need not all be registered): a
+/// mistyped workload would otherwise reserve the expected APC instead of
+/// the worst-node bound, weakening every cap the job counts under.
+pub async fn check_workload(service: &Service, scope: &NodeScope) -> Result<()> {
+    let field = |name: &str| format!("{}{name}", scope.prefix);
+    let partition = scope.partition.as_deref();
     if scope.named_workload
         && nodes::node_powers(service, &scope.workload, partition)
             .await?

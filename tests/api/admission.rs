@@ -359,11 +359,22 @@ async fn bad_admission_questions_are_named() {
             json!({"app": "lin", "nodes": 1, "start_at": "+10000-01-01T00:00:00Z"}),
             "start_at",
         ),
+        // A workload no node has samples of: mistyped, it would reserve the
+        // expected APC rather than the worst-node bound.
+        (
+            json!({"app": "lin", "nodes": 1, "workload": "refrence"}),
+            "workload",
+        ),
     ] {
         app.post("/v1/admission", &app.schedule, &body)
             .await
             .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, field);
     }
+    let start = json!({"source": "s", "job_id": "typo", "app": "lin", "nodes": 1,
+                       "workload": "refrence"});
+    app.post("/v1/jobs", &app.schedule, &start)
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "workload");
     app.post(
         "/v1/admission",
         &app.schedule,
@@ -695,5 +706,109 @@ async fn nodes_a_running_job_holds_are_named_in_the_reasons() {
         reasons[0].contains("2 of its nodes (c2, c1) are held"),
         "{}",
         reasons[0]
+    );
+}
+
+/// A job start is judged from its own `started_at`, as admission judges a
+/// `start_at`: a start a day ahead is not spared a window its run reaches,
+/// and one reported late is not bound by a window its run ends before
+/// (the review of 2026-11-29: both were judged from the time the report
+/// arrived).
+#[tokio::test]
+async fn a_start_is_judged_from_its_own_time() {
+    let app = cluster().await;
+    let now = Utc::now();
+    let window = json!({"limit_w": 1.0, "partition": "batch",
+                        "starts_at": (now + Duration::hours(2)).to_rfc3339(),
+                        "ends_at": (now + Duration::hours(3)).to_rfc3339()});
+    cap(&app, "win", window).await;
+    // Starting in 90 minutes for an hour: into the window.
+    let ahead = now + Duration::minutes(90);
+    let ask = json!({"app": "lin", "nodes": 1, "partition": "batch",
+                     "start_at": ahead.to_rfc3339(), "time_limit_s": 3600.0});
+    let a = admit(&app, ask).await;
+    assert_eq!(a["admit"], false, "{a:#}");
+    assert_eq!(a["power"]["cap_name"], "win", "{a:#}");
+    let start = json!({"source": "w", "job_id": "ahead", "app": "lin", "nodes": 1,
+                       "partition": "batch", "started_at": ahead.to_rfc3339(),
+                       "time_limit_s": 3600.0});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
+    assert_eq!(reply.body["admission"]["power"]["cap_name"], "win");
+    // Started an hour ago with a limit ending five minutes before the window.
+    let late = now - Duration::hours(1);
+    let limit = (Duration::hours(2) + Duration::minutes(55)).num_seconds() as f64;
+    let ask = json!({"app": "lin", "nodes": 1, "partition": "batch",
+                     "start_at": late.to_rfc3339(), "time_limit_s": limit});
+    let a = admit(&app, ask).await;
+    assert_eq!(a["admit"], true, "{a:#}");
+    let start = json!({"source": "w", "job_id": "late", "app": "lin", "nodes": 1,
+                       "partition": "batch", "started_at": late.to_rfc3339(),
+                       "time_limit_s": limit});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    // A cap that was in force at that start but ended before now binds no
+    // more: the job runs now, after it.
+    let ended = json!({"limit_w": 1.0, "partition": "batch",
+                       "starts_at": (now - Duration::hours(2)).to_rfc3339(),
+                       "ends_at": (now - Duration::minutes(10)).to_rfc3339()});
+    cap(&app, "over", ended).await;
+    let start = json!({"source": "w", "job_id": "late2", "app": "lin", "nodes": 1,
+                       "partition": "batch", "started_at": late.to_rfc3339(),
+                       "time_limit_s": 7200.0});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+}
+
+/// Admission of a later start weighs the draw then, as far as it is known
+/// now, as the headroom at that time does: a running job whose reservation
+/// ends before the start no longer counts.
+#[tokio::test]
+async fn a_later_start_is_weighed_against_the_draw_then() {
+    let app = cluster().await;
+    cap(
+        &app,
+        "site",
+        json!({"limit_w": 2500.0, "partition": "batch"}),
+    )
+    .await;
+    // Two nodes for 600 s: its reservation ends within the hour.
+    let short = json!({"source": "s", "job_id": "short", "app": "lin", "nodes": 2,
+                       "partition": "batch", "time_limit_s": 600.0});
+    let reply = app.post("/v1/jobs", &app.schedule, &short).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let at = Utc::now() + Duration::hours(1);
+    let ask = |start_at: Option<chrono::DateTime<Utc>>| {
+        let mut ask = json!({"app": "lin", "nodes": 2, "partition": "batch",
+                             "time_limit_s": 600.0});
+        if let Some(t) = start_at {
+            ask["start_at"] = json!(t.to_rfc3339());
+        }
+        ask
+    };
+    // Now: 2000 W and two idle nodes drawn (2200 W); the job adds 2000 W
+    // less its nodes' 200 W idle.
+    let a = admit(&app, ask(None)).await;
+    assert_eq!(a["admit"], false, "{a:#}");
+    assert!(close(&a["power"]["headroom_before_w"], 300.0), "{a:#}");
+    // In an hour: four idle nodes (400 W).
+    let a = admit(&app, ask(Some(at))).await;
+    assert_eq!(a["admit"], true, "{a:#}");
+    assert!(close(&a["power"]["headroom_before_w"], 2100.0), "{a:#}");
+    assert!(close(&a["power"]["headroom_after_w"], 300.0), "{a:#}");
+    let headroom = app
+        .get(
+            &format!(
+                "/v1/power/headroom?partition=batch&at={}",
+                at.to_rfc3339().replace('+', "%2B")
+            ),
+            &app.read,
+        )
+        .await;
+    assert_eq!(headroom.status, StatusCode::OK, "{:#}", headroom.body);
+    assert!(
+        close(&headroom.body["headroom_w"], 2100.0),
+        "{:#}",
+        headroom.body
     );
 }

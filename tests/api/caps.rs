@@ -1,6 +1,6 @@
 //! Power caps over HTTP: time windows, partitions, the cap in force.
 
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use chrono::{Duration, Utc};
 use serde_json::{Value, json};
 
@@ -14,6 +14,33 @@ async fn put(app: &TestApp, name: &str, body: Value) -> crate::support::Reply {
 #[tokio::test]
 async fn the_cap_in_force_is_the_tightest_active_one_of_its_scope() {
     let app = TestApp::new().await;
+    // A limit is kept to the last bit as sent (a limit set to what
+    // max-nodes answered, one ulp lower, refused that count's job).
+    let exact = 12816.392333452557;
+    let reply = put(&app, "exact", json!({"limit_w": exact})).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(
+        reply.body["limit_w"].as_f64(),
+        Some(exact),
+        "{:#}",
+        reply.body
+    );
+    let reply = app.get("/v1/power-caps/exact", &app.read).await;
+    assert_eq!(
+        reply.body["limit_w"].as_f64(),
+        Some(exact),
+        "{:#}",
+        reply.body
+    );
+    let reply = app
+        .call(
+            Method::DELETE,
+            "/v1/power-caps/exact",
+            Some(&app.admin),
+            None,
+        )
+        .await;
+    assert!(reply.status.is_success(), "{:#}", reply.body);
     let now = Utc::now();
     let hours = |h: i64| (now + Duration::hours(h)).to_rfc3339();
     let reply = put(&app, "site", json!({"limit_w": 2.0e6})).await;

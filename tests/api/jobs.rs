@@ -751,6 +751,22 @@ async fn a_job_never_stays_running_after_its_end() {
     let reply = app.post("/v1/jobs", &app.schedule, &start("c")).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     assert_eq!(running(&app).await, ["c"]);
+    // The end a finish reports is the one remembered, not when it arrived:
+    // an attempt dated after it starts, one dated before it is refused.
+    let ended = Utc::now() - Duration::seconds(60);
+    let finish = json!({"energy_j": 1.0e6, "duration_s": 100.0, "ended_at": ended.to_rfc3339()});
+    app.post("/v1/jobs/clusterA/e/finish", &app.schedule, &finish)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    let mut before = start("e");
+    before["started_at"] = json!((ended - Duration::seconds(1)).to_rfc3339());
+    app.post("/v1/jobs", &app.schedule, &before)
+        .await
+        .assert_field_error(StatusCode::CONFLICT, "job_id");
+    let mut after = start("e");
+    after["started_at"] = json!((ended + Duration::microseconds(1)).to_rfc3339());
+    let reply = app.post("/v1/jobs", &app.schedule, &after).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
 }
 
 /// Starts racing the runs of the same jobs: whichever commits first, no job

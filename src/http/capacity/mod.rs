@@ -5,10 +5,10 @@
 //! Optimal-nodes and pareto read the fitted curves at every node count,
 //! measured or not (unlike a prediction, which answers a measured count from
 //! its runs): comparing counts needs one consistent curve, and one lucky run
-//! must not make its node count look best. Max-nodes asks whether a count
-//! fits under a power limit, as admission does, so it reads what the
-//! predictions answer, a measured count's runs included: a count it finds
-//! fits is one that admission, under that limit alone, admits.
+//! must not make its node count look best. Max-nodes asks whether a job's
+//! own draw fits under a power limit, so it reads what the predictions
+//! answer, a measured count's runs included: what admission reserves for a
+//! job of that count.
 //!
 //! Each answer carries the flags of the predictions behind its counts
 //! (`extrapolation`, `thin_history`, …), as the predictions do.
