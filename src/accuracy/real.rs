@@ -347,7 +347,7 @@ pub fn questions(series: &Series) -> Vec<Question> {
 }
 
 /// The node counts predicted in `runs`, if they have at least three: each
-/// interior one, then the largest.
+/// interior one, then the largest and the smallest.
 fn targets(runs: &[Observation]) -> Vec<(Kind, u32)> {
     let counts: Vec<u32> = History::new(runs).points.iter().map(|p| p.nodes).collect();
     let m = counts.len();

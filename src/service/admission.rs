@@ -236,7 +236,8 @@ pub struct Admission {
     pub admit: bool,
     pub app: String,
     pub nodes: u32,
-    /// The time whose cap was checked.
+    /// The job's start: caps are checked from then (from now, for a start
+    /// in the past) to the end of its run.
     pub at: DateTime<Utc>,
     /// One sentence per check, saying what was compared.
     pub reasons: Vec<String>,
@@ -276,25 +277,31 @@ pub(crate) async fn decide(
     //
     // A run that began before now is bound by the caps from now to its
     // end, not by one that ended before this check (a start reported late,
-    // or a job that began before the window). A run that begins later is
-    // weighed, under the cap in force at its start, against the load then
-    // as far as it is known now, as the headroom at that time is.
+    // or a job that began before the window); a run known to have ended by
+    // now (its time limit, else its predicted time, passed) by none. A run
+    // that begins later is weighed, under the cap in force at its start,
+    // against the load then as far as it is known now, as the headroom at
+    // that time is. The budget is that of now, whenever the job starts.
     let until = run_until(job.at, job.time_limit_s.or(estimate.tts_s));
     let checked_from = job.at.max(now);
+    let ended = until > job.at && until <= now;
     let later = (checked_from > now).then(|| load.at(checked_from));
-    let load = later.as_ref().unwrap_or(load);
-    let (own_caps, system_caps) =
-        store::caps::during(&mut *conn, partition, checked_from, until.max(checked_from)).await?;
+    let power_load = later.as_ref().unwrap_or(load);
+    let (own_caps, system_caps) = if ended {
+        (Vec::new(), Vec::new())
+    } else {
+        store::caps::during(&mut *conn, partition, checked_from, until.max(checked_from)).await?
+    };
     let check = |scope: Option<&str>, caps: Vec<CapRow>| {
         caps.into_iter()
             .map(|cap| {
                 let from = cap.starts_at.filter(|&t| t > checked_from);
-                let then = from.map(|t| load.at(t));
-                let load = then.as_ref().unwrap_or(load);
+                let then = from.map(|t| power_load.at(t));
+                let load = then.as_ref().unwrap_or(power_load);
                 scope_check(load, scope, Some(cap), job, estimate.reserved_w, from)
             })
             .min_by(least_headroom_after)
-            .unwrap_or_else(|| scope_check(load, scope, None, job, estimate.reserved_w, None))
+            .unwrap_or_else(|| scope_check(power_load, scope, None, job, estimate.reserved_w, None))
     };
     let mut scopes = Vec::with_capacity(2);
     if partition.is_some() {
@@ -591,7 +598,7 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
         return Err(Error::Invalid(problems));
     };
     settle_partition(service, &mut scope).await?;
-    check_workload(service, &scope).await?;
+    check_workload(service, &scope, None).await?;
     let app = apps::find_known(service, &tag).await?;
     let estimate = estimate(service, app.as_deref(), nodes, &scope).await?;
     let now = Utc::now();

@@ -348,7 +348,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
         return Err(Error::Invalid(problems));
     };
     settle_partition(service, &mut scope).await?;
-    check_workload(service, &scope).await?;
+    check_workload(service, &scope, None).await?;
     // Checked again under the lock; here, to spare a prediction.
     if store::runs::id_by_key(&service.pool, &source, &job_id)
         .await?
@@ -712,13 +712,15 @@ pub async fn finish(
         {
             break None;
         }
-        // The end as reported (no later than now): a start reported after
-        // this finish but dated after that end is a later attempt, not one
-        // this finish ended.
+        // The end as reported: a start reported after this finish but dated
+        // after that end is a later attempt, not one this finish ended. No
+        // later than now, and no earlier than a day ago: ends are
+        // remembered for a week from when they are dated, and one replayed
+        // from a backlog must still refuse the start it ended.
         let now = Utc::now();
-        let ended = input
-            .ended_at
-            .map_or(now, |end| validate::as_stored(end).min(now));
+        let ended = input.ended_at.map_or(now, |end| {
+            validate::as_stored(end).clamp(now - chrono::TimeDelta::days(1), now)
+        });
         if remember_end_unless_running(service, source, job_id, ended).await? {
             return Err(Error::NotFound(format!("no job {job_id} of {source}")));
         }

@@ -467,17 +467,21 @@ pub async fn check_named(service: &Service, scope: &NodeScope) -> Result<()> {
             format!("names no partition of the registry: no registered node is in {p}"),
         ));
     }
-    check_workload(service, scope).await
+    check_workload(service, scope, partition).await
 }
 
-/// Refuse (`Invalid`) a workload asked for by name that no node of the
-/// scope has samples of. Admission and job starts check this, not the
-/// partition (a scheduler's partitions need not all be registered): a
+/// Refuse (`Invalid`) a workload asked for by name that no node of
+/// `partition` (of the registry, for `None`) has samples of. Admission and
+/// job starts check it in the whole registry, and not the partition (a
+/// scheduler's partitions need not all be registered, nor all sampled): a
 /// mistyped workload would otherwise reserve the expected APC instead of
 /// the worst-node bound, weakening every cap the job counts under.
-pub async fn check_workload(service: &Service, scope: &NodeScope) -> Result<()> {
+pub async fn check_workload(
+    service: &Service,
+    scope: &NodeScope,
+    partition: Option<&str>,
+) -> Result<()> {
     let field = |name: &str| format!("{}{name}", scope.prefix);
-    let partition = scope.partition.as_deref();
     if scope.named_workload
         && nodes::node_powers(service, &scope.workload, partition)
             .await?

@@ -375,6 +375,33 @@ async fn bad_admission_questions_are_named() {
     app.post("/v1/jobs", &app.schedule, &start)
         .await
         .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "workload");
+    // A workload with samples is taken in a partition the registry does not
+    // know, or whose nodes have no samples of it: a scheduler's partitions
+    // need not all be registered, nor sampled.
+    let samples: Vec<Value> = (1..=4)
+        .map(|i| {
+            json!({"node": format!("c{i}"), "workload": "stress",
+                         "avg_power_w": 400.0 + f64::from(i),
+                         "measured_at": Utc::now().to_rfc3339()})
+        })
+        .collect();
+    let reply = app
+        .post(
+            "/v1/nodes/samples",
+            &app.ingest,
+            &json!({ "samples": samples }),
+        )
+        .await;
+    assert_eq!(reply.body["created"], 4, "{:#}", reply.body);
+    admit(
+        &app,
+        json!({"app": "lin", "nodes": 1, "workload": "stress", "partition": "elsewhere"}),
+    )
+    .await;
+    let start = json!({"source": "s", "job_id": "elsewhere", "app": "lin", "nodes": 1,
+                       "workload": "stress", "partition": "elsewhere"});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     app.post(
         "/v1/admission",
         &app.schedule,
@@ -758,6 +785,21 @@ async fn a_start_is_judged_from_its_own_time() {
                        "time_limit_s": 7200.0});
     let reply = app.post("/v1/jobs", &app.schedule, &start).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    // A run reported after its time limit passed ran under no cap in force
+    // now: it is not refused by one.
+    cap(&app, "tight", json!({"limit_w": 1.0, "partition": "batch"})).await;
+    let over = json!({"source": "w", "job_id": "over", "app": "lin", "nodes": 1,
+                      "partition": "batch", "time_limit_s": 600.0,
+                      "started_at": (now - Duration::hours(2)).to_rfc3339()});
+    let reply = app.post("/v1/jobs", &app.schedule, &over).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["admission"]["power"]["fits"], true);
+    // One running now is.
+    let mut running = over.clone();
+    running["job_id"] = json!("running");
+    running["started_at"] = json!(now.to_rfc3339());
+    let reply = app.post("/v1/jobs", &app.schedule, &running).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
 }
 
 /// Admission of a later start weighs the draw then, as far as it is known
@@ -772,15 +814,18 @@ async fn a_later_start_is_weighed_against_the_draw_then() {
         json!({"limit_w": 2500.0, "partition": "batch"}),
     )
     .await;
+    let budget = json!({"limit_j": 1e12, "period": "month"});
+    let reply = app.put("/v1/budgets/proj", &app.admin, &budget).await;
+    assert!(reply.status.is_success(), "{:#}", reply.body);
     // Two nodes for 600 s: its reservation ends within the hour.
     let short = json!({"source": "s", "job_id": "short", "app": "lin", "nodes": 2,
-                       "partition": "batch", "time_limit_s": 600.0});
+                       "partition": "batch", "time_limit_s": 600.0, "account": "proj"});
     let reply = app.post("/v1/jobs", &app.schedule, &short).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     let at = Utc::now() + Duration::hours(1);
     let ask = |start_at: Option<chrono::DateTime<Utc>>| {
         let mut ask = json!({"app": "lin", "nodes": 2, "partition": "batch",
-                             "time_limit_s": 600.0});
+                             "time_limit_s": 600.0, "account": "proj"});
         if let Some(t) = start_at {
             ask["start_at"] = json!(t.to_rfc3339());
         }
@@ -791,9 +836,20 @@ async fn a_later_start_is_weighed_against_the_draw_then() {
     let a = admit(&app, ask(None)).await;
     assert_eq!(a["admit"], false, "{a:#}");
     assert!(close(&a["power"]["headroom_before_w"], 300.0), "{a:#}");
-    // In an hour: four idle nodes (400 W).
+    let remaining_now = a["energy"]["remaining_j"].as_f64().unwrap();
+    assert!(
+        remaining_now < 1e12,
+        "the short job's energy is committed: {a:#}"
+    );
+    // In an hour: four idle nodes (400 W). The budget is the same: the short
+    // job's energy is committed until its run is stored, whenever it ends.
     let a = admit(&app, ask(Some(at))).await;
     assert_eq!(a["admit"], true, "{a:#}");
+    assert_eq!(
+        a["energy"]["remaining_j"].as_f64(),
+        Some(remaining_now),
+        "{a:#}"
+    );
     assert!(close(&a["power"]["headroom_before_w"], 2100.0), "{a:#}");
     assert!(close(&a["power"]["headroom_after_w"], 300.0), "{a:#}");
     let headroom = app

@@ -74,9 +74,10 @@ pub struct MaxNodes {
     /// How the runs at a measured count were combined.
     pub aggregate: AggregateName,
     /// The flags of the APC at `nodes` (without an answer, at the range's
-    /// smallest count), as predictions give them: `extrapolation`,
-    /// `thin_history`, `allowed_rmse_not_met`, `bounded`,
-    /// `database_unavailable`.
+    /// smallest count; none when the scope has fewer nodes than the range's
+    /// smallest count), as its model gives them: `extrapolation`,
+    /// `thin_history`, `allowed_rmse_not_met`, `outside_theoretical_bounds`,
+    /// `bounded`, `database_unavailable`.
     pub flags: Vec<String>,
     /// Why there is no answer.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -101,7 +102,7 @@ pub struct MaxNodes {
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsRead),
         (status = 404, response = UnknownApp),
-        (status = 422, description = "No runs yet, or no classification for bound=worst", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "No runs yet, no classification for bound=worst, a partition no registered node is in, or a workload asked for by name without samples", body = Problem, content_type = "application/problem+json"),
         (status = 429, response = FitsBusy),
         (status = 503, response = Unavailable),
     ))]

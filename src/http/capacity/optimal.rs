@@ -53,10 +53,10 @@ pub struct NodeChoice {
     pub nodes: u32,
     pub ets_j: f64,
     pub tts_s: f64,
-    /// The flags of the EtS and TtS predicted there, as predictions give
-    /// them: `extrapolation` (outside the measured range), `thin_history`
-    /// (fewer than three node counts measured: a single count predicts the
-    /// same energy everywhere), `allowed_rmse_not_met`, `bounded`,
+    /// The flags of the EtS and TtS models there: `extrapolation` (outside
+    /// the measured range), `thin_history` (fewer than three node counts
+    /// measured: a single count predicts the same energy everywhere),
+    /// `allowed_rmse_not_met`, `outside_theoretical_bounds`, `bounded`,
     /// `database_unavailable`.
     pub flags: Vec<String>,
 }

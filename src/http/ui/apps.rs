@@ -284,7 +284,7 @@ fn metric_section(
                 p {
                     "Winning model: " strong data-check="family" { (info.family) }
                     @if info.family_beyond != info.family {
-                        " inside the measured range, " strong data-check="family_beyond" { (info.family_beyond) } " beyond it"
+                        " inside the measured range and below it, " strong data-check="family_beyond" { (info.family_beyond) } " above it"
                     }
                     " (" (info.inside.params) " parameters, %RMSE " (format::percent(info.inside.rmse_pct))
                     " against an allowed " (format::percent(info.effective_allowed_rmse_pct)) ")."
