@@ -385,14 +385,7 @@ async fn bad_admission_questions_are_named() {
                          "measured_at": Utc::now().to_rfc3339()})
         })
         .collect();
-    let reply = app
-        .post(
-            "/v1/nodes/samples",
-            &app.ingest,
-            &json!({ "samples": samples }),
-        )
-        .await;
-    assert_eq!(reply.body["created"], 4, "{:#}", reply.body);
+    assert_eq!(app.post_samples(samples).await["created"], 4);
     admit(
         &app,
         json!({"app": "lin", "nodes": 1, "workload": "stress", "partition": "elsewhere"}),

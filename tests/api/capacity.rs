@@ -99,14 +99,7 @@ async fn max_nodes_on_a_linear_apc_is_the_floor_of_the_budget_over_the_slope() {
                             "measured_at": Utc::now().to_rfc3339()}),
         );
     }
-    let reply = app
-        .post(
-            "/v1/nodes/samples",
-            &app.ingest,
-            &json!({ "samples": samples }),
-        )
-        .await;
-    assert_eq!(reply.body["created"], 4);
+    assert_eq!(app.post_samples(samples).await["created"], 4);
     let reply = app
         .get(
             "/v1/apps/lin/max-nodes?power_limit_w=1000&bound=worst&workload=stress",

@@ -26,18 +26,6 @@ fn sample(node: &str, watts: f64, minutes_ago: i64) -> Value {
     })
 }
 
-async fn post_samples(app: &TestApp, samples: Vec<Value>) -> Value {
-    let reply = app
-        .post(
-            "/v1/nodes/samples",
-            &app.ingest,
-            &json!({ "samples": samples }),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-    reply.body
-}
-
 #[tokio::test]
 async fn nodes_are_registered_listed_and_checked() {
     let app = TestApp::new().await;
@@ -112,7 +100,9 @@ async fn samples_are_stored_once_and_bad_ones_are_named() {
     let app = TestApp::new().await;
     register(&app, "cn01", "batch", None).await;
     let first = sample("cn01", 200.0, 10);
-    let body = post_samples(&app, vec![first.clone(), sample("cn01", 202.0, 5)]).await;
+    let body = app
+        .post_samples(vec![first.clone(), sample("cn01", 202.0, 5)])
+        .await;
     assert_eq!(
         (body["created"].as_u64(), body["rejected"].as_u64()),
         (Some(2), Some(0))
@@ -129,18 +119,16 @@ async fn samples_are_stored_once_and_bad_ones_are_named() {
     // Nothing was measured before 1970 (runs refuse it too).
     let mut ancient = sample("cn01", 200.0, 1);
     ancient["measured_at"] = json!("1960-01-01T00:00:00Z");
-    let body = post_samples(
-        &app,
-        vec![
+    let body = app
+        .post_samples(vec![
             first.clone(),
             changed,
             sample("ghost", 200.0, 1),
             bad,
             almost,
             ancient,
-        ],
-    )
-    .await;
+        ])
+        .await;
     let items = body["items"].as_array().unwrap();
     assert_eq!(items[4]["status"], "duplicate", "{body:#}");
     assert_eq!(items[5]["status"], "rejected", "{body:#}");
@@ -166,7 +154,7 @@ async fn samples_are_stored_once_and_bad_ones_are_named() {
     // Two items with one key in a batch: the first is stored, the second
     // compared with it.
     let twice = sample("cn01", 205.0, 2);
-    let body = post_samples(&app, vec![twice.clone(), twice]).await;
+    let body = app.post_samples(vec![twice.clone(), twice]).await;
     assert_eq!(body["items"][0]["status"], "created");
     assert_eq!(body["items"][1]["status"], "duplicate");
 
@@ -177,7 +165,7 @@ async fn samples_are_stored_once_and_bad_ones_are_named() {
 
     // 1e200 W is a unit error, and its square would overflow the node's
     // statistics (issue 13: null where numbers are required).
-    let body = post_samples(&app, vec![sample("cn01", 1e200, 3)]).await;
+    let body = app.post_samples(vec![sample("cn01", 1e200, 3)]).await;
     assert_eq!(body["items"][0]["status"], "rejected", "{body:#}");
     assert_eq!(
         body["items"][0]["errors"][0]["field"],
@@ -220,7 +208,7 @@ async fn with_classified_nodes(app: &TestApp) {
         samples.push(sample(&name, base + jitter - 1.0, 30));
         samples.push(sample(&name, base + jitter + 1.0, 20));
     }
-    post_samples(app, samples).await;
+    app.post_samples(samples).await;
 }
 
 #[tokio::test]
@@ -302,7 +290,7 @@ async fn with_bounded_app(app: &TestApp) {
         register(app, &name, "batch", Some(350.0)).await;
         samples.push(sample(&name, watts, 5));
     }
-    post_samples(app, samples).await;
+    app.post_samples(samples).await;
     for (job, nodes, list, apc) in [
         ("j1", 1, vec!["n2"], 300.0),
         ("j2", 2, vec!["n1", "n3"], 600.0),
@@ -544,13 +532,13 @@ async fn best_node_models_are_refitted_only_when_node_powers_change() {
     let fitted = models.counters();
 
     // n1 draws 180 W again: its mean, and so every node's power, is unchanged.
-    post_samples(&app, vec![sample("n1", 180.0, 4)]).await;
+    app.post_samples(vec![sample("n1", 180.0, 4)]).await;
     assert_eq!(bounds(&app.get(ask, &app.read).await), first);
     assert_eq!(models.counters(), fitted, "same powers, no refit");
 
     // n4 now averages 250 W: P_max moves, the model is fitted once more,
     // by one of the requests that ask together.
-    post_samples(&app, vec![sample("n4", 260.0, 4)]).await;
+    app.post_samples(vec![sample("n4", 260.0, 4)]).await;
     let together: Vec<_> = (0..8).map(|_| app.get(ask, &app.read)).collect();
     let answers = futures_util::future::join_all(together).await;
     let best: Vec<f64> = answers.iter().map(bounds).collect();
@@ -605,7 +593,7 @@ async fn new_node_powers_normalise_the_kept_runs_without_reading_them() {
     let ask = BOUNDS_ASK;
 
     // n3 measured again, much higher: its mean moves, so do the bounds.
-    post_samples(&app, vec![sample("n3", 236.0, 1)]).await;
+    app.post_samples(vec![sample("n3", 236.0, 1)]).await;
     let second = best_w(app.get(ask, &app.read).await);
     assert_ne!(second, first, "the new powers count");
     assert_eq!(models.best_node_runs_read(), 3, "no run read again");
@@ -693,7 +681,7 @@ async fn node_powers_do_not_depend_on_the_query_plan() {
                        "measured_at": (Utc::now() - Duration::hours(2 * day + 1)).to_rfc3339()})
             })
             .collect();
-        post_samples(&app, samples).await;
+        app.post_samples(samples).await;
     }
     let mut seen = Vec::new();
     for settings in [
@@ -744,7 +732,7 @@ async fn bounds_for_many_workloads_do_not_crowd_out_plain_predictions() {
             })
         })
         .collect();
-    post_samples(app, samples).await;
+    app.post_samples(samples).await;
     let asks = (0..workloads).map(|w| async move {
         app.get(
             &format!("/v1/apps/bnd/predictions?nodes=3&metric=apc&workload=wl{w}"),
@@ -792,7 +780,7 @@ async fn a_removed_node_leaves_classification_registry_and_idle_draw() {
     assert_eq!(c["nodes"].as_array().unwrap().len(), 29, "{c:#}");
     assert_eq!(c["p_max_w"], 232.0, "{c:#}");
     assert_eq!(idle(app.clone()).await, 29);
-    let again = post_samples(&app, vec![sample("cn29", 320.0, 5)]).await;
+    let again = app.post_samples(vec![sample("cn29", 320.0, 5)]).await;
     assert_eq!(again["items"][0]["status"], "rejected", "{again:#}");
 }
 
@@ -807,7 +795,7 @@ async fn a_node_removed_while_its_samples_are_stored_rejects_only_them() {
     register(&app, "cn01", "batch", None).await;
     register(&app, "cn02", "batch", None).await;
     let stored = sample("cn01", 200.0, 5);
-    post_samples(&app, vec![stored.clone()]).await;
+    app.post_samples(vec![stored.clone()]).await;
 
     // The removal, as `DELETE /v1/nodes/cn01` makes it, held open.
     let mut removal = app.pool.begin().await.unwrap();
@@ -886,7 +874,7 @@ async fn a_node_set_outside_the_asked_partition_keeps_its_peaks() {
         register(&app, name, "gpu", Some(900.0)).await;
         samples.push(sample(name, watts, 5));
     }
-    post_samples(&app, samples).await;
+    app.post_samples(samples).await;
     let reply = app
         .get(
             "/v1/apps/bnd/predictions?node_list=n%5B1-2%5D&workload=stress&partition=gpu&metric=apc",
@@ -922,7 +910,7 @@ async fn a_node_list_is_bounded_in_its_own_partition() {
         samples.push(sample(&cpu, watts, 5));
         samples.push(sample(&gpu, 900.0 + watts, 5));
     }
-    post_samples(&app, samples).await;
+    app.post_samples(samples).await;
     // Runs without node lists, 230 W a node: on average batch nodes (225 W)
     // the best nodes (210 W) would draw 215 W each.
     for n in [1, 2, 4] {

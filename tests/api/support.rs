@@ -360,6 +360,20 @@ impl TestApp {
         assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     }
 
+    /// Send node power samples and assert they were taken (200); the
+    /// answer's counts.
+    pub async fn post_samples(&self, samples: Vec<Value>) -> Value {
+        let reply = self
+            .post(
+                "/v1/nodes/samples",
+                &self.ingest,
+                &serde_json::json!({ "samples": samples }),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        reply.body
+    }
+
     pub async fn run_count(&self) -> i64 {
         sqlx::query_scalar("SELECT count(*) FROM runs")
             .fetch_one(&self.pool)
