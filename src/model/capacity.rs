@@ -47,16 +47,15 @@ pub fn max_nodes(
         .find(|&(_, w)| w.is_finite() && w <= limit_w)
 }
 
-/// The node count in `range` that minimises the objective under the given
+/// The node count of `choices` (in ascending node count, as `choices` gives
+/// them) that minimises the objective under the given
 /// constraints: for `Energy` the least EtS, for `Time` the least TtS, among
 /// the counts with TtS ≤ `deadline_s` and EtS ≤ `energy_budget_j` (each
 /// when given; both may be). Ties go to the smaller node count, which
 /// leaves the other nodes free. `None` when nothing qualifies.
 pub fn optimal(
-    range: RangeInclusive<u32>,
+    choices: impl IntoIterator<Item = Choice>,
     objective: Objective,
-    ets: impl Fn(u32) -> f64,
-    tts: impl Fn(u32) -> f64,
     deadline_s: Option<f64>,
     energy_budget_j: Option<f64>,
 ) -> Option<Choice> {
@@ -64,30 +63,27 @@ pub fn optimal(
         Objective::Energy => c.ets_j,
         Objective::Time => c.tts_s,
     };
-    choices(range, ets, tts)
+    choices
+        .into_iter()
         .filter(|c| deadline_s.is_none_or(|d| c.tts_s <= d))
         .filter(|c| energy_budget_j.is_none_or(|b| c.ets_j <= b))
-        // Ascending n and a strict comparison keep the first (smallest) of
-        // equal optima.
+        // Ascending n (as `choices` gives them) and a strict comparison keep
+        // the first (smallest) of equal optima.
         .fold(None, |best: Option<Choice>, c| match best {
             Some(b) if key(&b) <= key(&c) => Some(b),
             _ => Some(c),
         })
 }
 
-/// The time/energy Pareto front over `range`: the node counts that no other
+/// The time/energy Pareto front of `choices`: the node counts that no other
 /// count beats on one of TtS and EtS without losing on the other, in
 /// ascending node count. Of counts with identical time and energy, only the
 /// smallest is kept, as `optimal` breaks ties.
 ///
 /// Sorting by time (then energy) and sweeping the least energy seen at
 /// strictly shorter times finds the front in O(m log m).
-pub fn pareto(
-    range: RangeInclusive<u32>,
-    ets: impl Fn(u32) -> f64,
-    tts: impl Fn(u32) -> f64,
-) -> Vec<Choice> {
-    let mut all: Vec<Choice> = choices(range, ets, tts).collect();
+pub fn pareto(choices: impl IntoIterator<Item = Choice>) -> Vec<Choice> {
+    let mut all: Vec<Choice> = choices.into_iter().collect();
     all.sort_by(|a, b| {
         a.tts_s
             .total_cmp(&b.tts_s)
@@ -114,17 +110,20 @@ pub fn pareto(
     front
 }
 
-/// Every node count of `range` whose predictions are both finite.
-fn choices(
+/// Every node count of `range`, in ascending order, whose predicted EtS and
+/// TtS (`ets_and_tts`, read once per count) are both finite.
+pub fn choices(
     range: RangeInclusive<u32>,
-    ets: impl Fn(u32) -> f64,
-    tts: impl Fn(u32) -> f64,
+    ets_and_tts: impl Fn(u32) -> (f64, f64),
 ) -> impl Iterator<Item = Choice> {
     range
-        .map(move |nodes| Choice {
-            nodes,
-            ets_j: ets(nodes),
-            tts_s: tts(nodes),
+        .map(move |nodes| {
+            let (ets_j, tts_s) = ets_and_tts(nodes);
+            Choice {
+                nodes,
+                ets_j,
+                tts_s,
+            }
         })
         .filter(|c| c.ets_j.is_finite() && c.tts_s.is_finite())
 }
@@ -201,6 +200,15 @@ mod tests {
         1_000.0 + 50.0 * f64::from(n)
     }
 
+    /// The choices of `range` from separate EtS and TtS functions.
+    fn over(
+        range: RangeInclusive<u32>,
+        ets: impl Fn(u32) -> f64,
+        tts: impl Fn(u32) -> f64,
+    ) -> Vec<Choice> {
+        choices(range, |n| (ets(n), tts(n))).collect()
+    }
+
     fn nodes(choices: &[Choice]) -> Vec<u32> {
         choices.iter().map(|c| c.nodes).collect()
     }
@@ -209,10 +217,12 @@ mod tests {
     fn pareto_front_ends_where_time_stops_falling() {
         // Amdahl time keeps falling: every n trades energy for time.
         let law = Amdahl { p: 0.9, k: 0.0 };
-        let front = pareto(1..=32, linear_energy, |n| 600.0 * law.time(f64::from(n)));
+        let front = pareto(over(1..=32, linear_energy, |n| {
+            600.0 * law.time(f64::from(n))
+        }));
         assert_eq!(nodes(&front), (1..=32).collect::<Vec<_>>());
         // With overhead, time is least at 10 nodes; more nodes cost both.
-        let front = pareto(1..=64, linear_energy, overhead_time);
+        let front = pareto(over(1..=64, linear_energy, overhead_time));
         assert_eq!(nodes(&front), (1..=10).collect::<Vec<_>>());
         assert_eq!(front[9].tts_s, 22.0);
         assert_eq!(front[9].ets_j, 1_500.0);
@@ -232,31 +242,27 @@ mod tests {
             7 => (200.0, 10.0),
             _ => (f64::NAN, 1.0),
         };
-        let front = pareto(1..=8, |n| table(n).0, |n| table(n).1);
+        let front = pareto(over(1..=8, |n| table(n).0, |n| table(n).1));
         assert_eq!(nodes(&front), vec![1, 2, 4, 7]);
         // Identical predictions: the fewest nodes stand for them.
-        let front = pareto(1..=3, |_| 5.0, |_| 7.0);
+        let front = pareto(over(1..=3, |_| 5.0, |_| 7.0));
         assert_eq!(nodes(&front), vec![1]);
-        assert!(pareto(1..=3, |_| f64::NAN, |_| 1.0).is_empty());
+        assert!(pareto(over(1..=3, |_| f64::NAN, |_| 1.0)).is_empty());
     }
 
     #[test]
     fn optimal_without_constraints_is_the_plain_minimum() {
         // Energy: least at 1 node (linear growth); time: least at 10.
         let best = optimal(
-            1..=64,
+            over(1..=64, linear_energy, overhead_time),
             Objective::Energy,
-            linear_energy,
-            overhead_time,
             None,
             None,
         );
         assert_eq!(best.map(|c| c.nodes), Some(1));
         let best = optimal(
-            1..=64,
+            over(1..=64, linear_energy, overhead_time),
             Objective::Time,
-            linear_energy,
-            overhead_time,
             None,
             None,
         );
@@ -275,10 +281,8 @@ mod tests {
         // A deadline of 30 s rules out n ≤ 4 (T(4) = 31, T(5) = 27): the
         // least energy that meets it is at 5 nodes.
         let best = optimal(
-            1..=64,
+            over(1..=64, linear_energy, overhead_time),
             Objective::Energy,
-            linear_energy,
-            overhead_time,
             Some(30.0),
             None,
         );
@@ -286,10 +290,8 @@ mod tests {
         // A budget of 1 400 J allows n ≤ 8: the fastest of those is 8
         // (T(8) = 22.5 against the unconstrained optimum's 22 at 10).
         let best = optimal(
-            1..=64,
+            over(1..=64, linear_energy, overhead_time),
             Objective::Time,
-            linear_energy,
-            overhead_time,
             None,
             Some(1_400.0),
         );
@@ -298,10 +300,8 @@ mod tests {
         // is 5, least time 8.
         let both = |objective| {
             optimal(
-                1..=64,
+                over(1..=64, linear_energy, overhead_time),
                 objective,
-                linear_energy,
-                overhead_time,
                 Some(30.0),
                 Some(1_400.0),
             )
@@ -318,10 +318,8 @@ mod tests {
         ] {
             for objective in [Objective::Energy, Objective::Time] {
                 let best = optimal(
-                    1..=64,
+                    over(1..=64, linear_energy, overhead_time),
                     objective,
-                    linear_energy,
-                    overhead_time,
                     deadline,
                     budget,
                 );
@@ -341,23 +339,21 @@ mod tests {
             }
         };
         let tts = |n: u32| if n >= 8 { 10.0 } else { 100.0 / f64::from(n) };
-        let best = optimal(1..=16, Objective::Energy, ets, tts, None, None);
+        let best = optimal(over(1..=16, ets, tts), Objective::Energy, None, None);
         assert_eq!(best.map(|c| c.nodes), Some(4));
-        let best = optimal(1..=16, Objective::Time, ets, tts, None, None);
+        let best = optimal(over(1..=16, ets, tts), Objective::Time, None, None);
         assert_eq!(best.map(|c| c.nodes), Some(8));
         // Unjudgeable counts are skipped, not chosen.
         let best = optimal(
-            1..=16,
+            over(1..=16, |n| if n == 4 { f64::NAN } else { ets(n) }, tts),
             Objective::Energy,
-            |n| if n == 4 { f64::NAN } else { ets(n) },
-            tts,
             None,
             None,
         );
         assert_eq!(best.map(|c| c.nodes), Some(5));
         // On the Pareto front, 8..=12 tie on time and energy and beat every
         // other count (fastest, and least energy): only 8 is kept.
-        let front = pareto(1..=16, ets, tts);
+        let front = pareto(over(1..=16, ets, tts));
         assert_eq!(front.iter().map(|c| c.nodes).collect::<Vec<_>>(), [8]);
     }
 }

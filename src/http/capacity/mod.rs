@@ -30,6 +30,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::{ApiError, ApiResult};
 use super::predictions::{check_nodes, fitted_models};
+use crate::model::capacity::{self, Choice};
 use crate::model::{Flag, Flags, Metric, Prediction, consistency};
 use crate::predict::{self, Fitted};
 use crate::service::apps::AppRow;
@@ -183,12 +184,18 @@ impl Curves {
         consistency::curves([&ets.model, &apc.model, &tts.model], n)
     }
 
-    pub(super) fn energy(&self, n: u32) -> f64 {
-        self.at(n)[0].value
+    /// The EtS and TtS at `n`, from one reconciliation of the three.
+    pub(super) fn energy_and_time(&self, n: u32) -> (f64, f64) {
+        let [ets, _, tts] = self.at(n);
+        (ets.value, tts.value)
     }
 
-    pub(super) fn time(&self, n: u32) -> f64 {
-        self.at(n)[2].value
+    /// Every count of `range` with finite EtS and TtS, in ascending order.
+    pub(super) fn choices(&self, range: &SearchRange) -> Vec<Choice> {
+        capacity::choices(range.min_nodes..=range.max_nodes, |n| {
+            self.energy_and_time(n)
+        })
+        .collect()
     }
 
     /// The flags of the EtS and TtS read at `n`.

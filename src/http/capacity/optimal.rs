@@ -136,23 +136,17 @@ pub async fn optimal_nodes(
     let app = apps::find(&state, &tag).await?;
     let range = search_range(min, max, &app)?;
     let (curves, models) = Curves::of(&state, &app, allowed).await?;
-    let nodes = range.min_nodes..=range.max_nodes;
     let objective = match params.objective {
         ObjectiveName::Energy => Objective::Energy,
         ObjectiveName::Time => Objective::Time,
     };
     let (deadline_s, energy_budget_j) = (params.deadline_s, params.energy_budget_j);
     let scanned = curves.clone();
+    // Each count read once, then judged three ways.
     let (choice, (least_energy, fastest)) = scan(&state, &range, move || {
-        let choice = capacity::optimal(
-            nodes.clone(),
-            objective,
-            |n| scanned.energy(n),
-            |n| scanned.time(n),
-            deadline_s,
-            energy_budget_j,
-        );
-        (choice, extremes(nodes, &scanned))
+        let all = scanned.choices(&range);
+        let choice = capacity::optimal(all.iter().copied(), objective, deadline_s, energy_budget_j);
+        (choice, extremes(&all))
     })
     .await?;
     let reason = choice.is_none().then(|| {
@@ -196,15 +190,11 @@ pub async fn optimal_nodes(
     }))
 }
 
-/// The least-energy and the fastest node counts of `nodes`.
-fn extremes(
-    nodes: std::ops::RangeInclusive<u32>,
-    curves: &Curves,
-) -> (Option<Choice>, Option<Choice>) {
-    let (ets, tts) = (|n| curves.energy(n), |n| curves.time(n));
+/// The least-energy and the fastest of `all` (ascending node counts).
+fn extremes(all: &[Choice]) -> (Option<Choice>, Option<Choice>) {
     (
-        capacity::optimal(nodes.clone(), Objective::Energy, ets, tts, None, None),
-        capacity::optimal(nodes, Objective::Time, ets, tts, None, None),
+        capacity::optimal(all.iter().copied(), Objective::Energy, None, None),
+        capacity::optimal(all.iter().copied(), Objective::Time, None, None),
     )
 }
 
@@ -216,9 +206,8 @@ pub(crate) async fn least_energy_and_fastest(
 ) -> ApiResult<(Option<NodeChoice>, Option<NodeChoice>)> {
     let range = search_range(None, None, app)?;
     let (curves, _) = Curves::of(state, app, None).await?;
-    let nodes = range.min_nodes..=range.max_nodes;
     let scanned = curves.clone();
-    let (energy, time) = scan(state, &range, move || extremes(nodes, &scanned)).await?;
+    let (energy, time) = scan(state, &range, move || extremes(&scanned.choices(&range))).await?;
     Ok((
         energy.map(|c| NodeChoice::of(c, &curves, state)),
         time.map(|c| NodeChoice::of(c, &curves, state)),
@@ -319,10 +308,9 @@ pub async fn pareto(
     let app = apps::find(&state, &tag).await?;
     let range = search_range(min, max, &app)?;
     let (curves, models) = Curves::of(&state, &app, allowed).await?;
-    let nodes = range.min_nodes..=range.max_nodes;
     let scanned = curves.clone();
     let front = scan(&state, &range, move || {
-        capacity::pareto(nodes, |n| scanned.energy(n), |n| scanned.time(n))
+        capacity::pareto(scanned.choices(&range))
     })
     .await?;
     let front_counts = front.len();
