@@ -48,7 +48,8 @@
 //! NODE_FAIL) before the one that completed, which is the run. A job is its
 //! JobID on its source (below):
 //! `sacct --clusters` numbers jobs per cluster, so the same JobID on two
-//! clusters is two jobs, and a step belongs to the job of its own cluster.
+//! clusters is two jobs, and a step belongs to the job of its own cluster,
+//! and to the attempt of that job listed last before it.
 //!
 //! # From a job to a run
 //!
@@ -56,10 +57,12 @@
 //!   is `CANCELLED`), must be one of the states imported (by default only
 //!   `COMPLETED`). A job in another state (PENDING, RUNNING, FAILED, TIMEOUT,
 //!   OUT_OF_MEMORY, NODE_FAIL, CANCELLED...) is skipped for that reason alone.
+//!   Only states of a job that has ended can be imported (`ENDED_STATES`).
 //! - **Application**: the `JobName` field, or `Comment` or `WCKey` when asked
 //!   for. A leading `*` (Slurm's mark of a default WCKey) is removed. An empty
 //!   value skips the job.
-//! - **Energy**: `ConsumedEnergyRaw`, in joules. When it is empty or 0 the
+//! - **Energy**: `ConsumedEnergyRaw`, in joules (Slurm's `NO_VAL64` and
+//!   `INFINITE64` markers count as empty). When it is empty or 0 the
 //!   extern step's energy is used (see above); without one the job is
 //!   skipped. A negative value or one that is not a number skips the job
 //!   (the extern step does not stand in for a value that is wrong).
@@ -176,6 +179,25 @@ const SLURM_STATES: [&str; 24] = [
     "TIMEOUT",
 ];
 
+/// The states of a job (or of one attempt of it) that has ended: the only
+/// ones a run can be imported in. A run is one finished execution, stored
+/// once; a RUNNING job's time and energy so far would be kept and its real
+/// end refused as a conflict.
+const ENDED_STATES: [&str; 12] = [
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "REQUEUED",
+    "REVOKED",
+    "SPECIAL_EXIT",
+    "TIMEOUT",
+];
+
 impl Options {
     /// Options from a user's choices: `states` upper-cased (each a Slurm
     /// state name), `source` an identifier. The errors name `states` and
@@ -197,6 +219,15 @@ impl Options {
                 format!(
                     "{bad:?} is not a Slurm job state as sacct writes it: one of {}",
                     SLURM_STATES.join(", ")
+                ),
+            );
+        } else if let Some(bad) = states.iter().find(|s| !ENDED_STATES.contains(&s.as_str())) {
+            errors.add(
+                "states",
+                format!(
+                    "{bad} is not a state of a job that has ended: its time and energy are \
+                     not yet final, and a run once stored is not replaced; import one of {}",
+                    ENDED_STATES.join(", ")
                 ),
             );
         }
@@ -419,7 +450,13 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
     let mut jobs: Vec<Row<'_>> = Vec::new();
     // Keyed by cluster and job: one sacct listing may span clusters
     // (`--clusters`), each with its own job numbers.
+    // An extern step belongs to the attempt whose job line came last
+    // before it (`sacct --duplicates` lists each attempt of a requeued job
+    // with its steps): `by_attempt`, by position in `jobs`. One listed
+    // before any line of its job counts for the job (`extern_energy`).
     let mut extern_energy: HashMap<(&str, &str), f64> = HashMap::new();
+    let mut by_attempt: HashMap<usize, f64> = HashMap::new();
+    let mut latest: HashMap<(&str, &str), usize> = HashMap::new();
     for (line, text) in lines {
         parsed.lines += 1;
         let text = match text.strip_suffix('|') {
@@ -456,10 +493,18 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
                 && energy > 0.0
             {
                 let cluster = row.opt(columns.cluster).unwrap_or("");
-                extern_energy.entry((cluster, job)).or_insert(energy);
+                match latest.get(&(cluster, job)) {
+                    Some(&attempt) => {
+                        by_attempt.entry(attempt).or_insert(energy);
+                    }
+                    None => {
+                        extern_energy.entry((cluster, job)).or_insert(energy);
+                    }
+                }
             }
             continue;
         }
+        latest.insert((row.opt(columns.cluster).unwrap_or(""), job_id), jobs.len());
         jobs.push(row);
     }
 
@@ -472,7 +517,7 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
     // A run is keyed by its source and job id: a JobID listed again for
     // another source (cluster) is another job.
     let mut first_line: HashMap<(&str, &str), usize> = HashMap::new();
-    for row in &jobs {
+    for (attempt, row) in jobs.iter().enumerate() {
         let job_id = row.get(columns.job_id);
         let cluster = row.opt(columns.cluster).unwrap_or("");
         let skip = |reason: String| Skipped {
@@ -494,7 +539,10 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
             continue;
         }
         first_line.insert((source, job_id), row.line);
-        let extern_energy = extern_energy.get(&(cluster, job_id)).copied();
+        let extern_energy = by_attempt
+            .get(&attempt)
+            .or_else(|| extern_energy.get(&(cluster, job_id)))
+            .copied();
         match job_run(row, &columns, options, extern_energy) {
             Ok(run) => parsed.records.push(Record {
                 line: row.line,
@@ -633,9 +681,15 @@ fn job_run(
     })
 }
 
-/// `ConsumedEnergyRaw`: `None` when empty, else a finite number of joules.
+/// Slurm's markers for "no value" and "infinite" in a 64-bit counter
+/// (`NO_VAL64`, `INFINITE64`), which some versions print for energy that
+/// was not measured: missing, not 1.8e19 joules.
+const NO_VALUE_64: [&str; 2] = ["18446744073709551614", "18446744073709551615"];
+
+/// `ConsumedEnergyRaw`: `None` when empty (or Slurm's no-value marker),
+/// else a finite number of joules.
 fn energy(value: &str) -> Result<Option<f64>, String> {
-    if value.is_empty() {
+    if value.is_empty() || NO_VALUE_64.contains(&value) {
         return Ok(None);
     }
     match value.parse::<f64>() {
@@ -957,6 +1011,49 @@ mod tests {
         // Other steps never fill it.
         let text = format!("{HEADER}\n10|a|1|COMPLETED|10|0\n10.batch|batch|1|COMPLETED|10|700\n");
         assert_eq!(skipped_lines(&parse_default(&text)), [(2, "10")]);
+    }
+
+    /// `sacct --duplicates` lists a requeued job's attempts, each with its
+    /// steps: the attempt that completed takes its own extern step's
+    /// energy, not the failed attempt's (review of 2026-11-29: 60 kJ of a
+    /// five-minute attempt stood in for the 1.44 MJ of the run).
+    #[test]
+    fn a_requeued_job_takes_the_extern_energy_of_its_own_attempt() {
+        let text = format!(
+            "{HEADER}
+5001|a|2|NODE_FAIL|300|0
+5001.batch|batch|1|CANCELLED|300|0
+             5001.extern|extern|2|CANCELLED|300|60000
+5001|a|2|COMPLETED|3600|0
+             5001.batch|batch|1|COMPLETED|3600|0
+5001.extern|extern|2|COMPLETED|3600|1440000
+"
+        );
+        let parsed = parse_default(&text);
+        let run = record(&parsed, "5001");
+        assert_eq!(run.line, 5);
+        assert_eq!(run.run.energy_j, Some(1_440_000.0));
+        // Slurm's NO_VAL64 is no energy: the extern step stands in for it,
+        // and as an extern step's energy it stands in for nothing.
+        let text = format!(
+            "{HEADER}
+3001|a|2|COMPLETED|3600|18446744073709551614
+             3001.extern|extern|2|COMPLETED|3600|2880000
+             3002|a|2|COMPLETED|3600|0
+3002.extern|extern|2|COMPLETED|3600|18446744073709551614
+"
+        );
+        let parsed = parse_default(&text);
+        assert_eq!(record(&parsed, "3001").run.energy_j, Some(2_880_000.0));
+        assert_eq!(skipped_lines(&parsed), [(4, "3002")]);
+        // An extern step listed before its job's line still counts for it.
+        let text = format!(
+            "{HEADER}
+6.extern|extern|1|COMPLETED|10|700
+6|a|1|COMPLETED|10|0
+"
+        );
+        assert_eq!(record(&parse_default(&text), "6").run.energy_j, Some(700.0));
     }
 
     /// `sacct --clusters=alpha,beta` numbers jobs per cluster: the same

@@ -122,6 +122,10 @@ async fn bad_imports_are_refused_naming_the_parameter() {
         // A state sacct never writes (a typo) would skip every job.
         ("?states=FOO", "states"),
         ("?states=COMPLETED,TIMEOUTS", "states"),
+        // A job still running has no final time or energy, and a run once
+        // stored is not replaced by its real end.
+        ("?states=RUNNING,COMPLETED", "states"),
+        ("?states=suspended", "states"),
         ("?source=a%20b", "source"),
     ] {
         import(&app, query, &app.ingest, CLUSTER)
