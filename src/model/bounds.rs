@@ -125,6 +125,15 @@ pub fn on_nodes(best: f64, node_powers: &[Option<f64>], scale: &Scale) -> f64 {
     best + Excess::of_nodes(node_powers, scale).watts()
 }
 
+/// The power to reserve for a job on nodes with the given powers: as
+/// `on_nodes`, but a node without samples counts at the worst node's
+/// power, not the mean. The least known nodes (new, replaced, never
+/// measured) are not the ones reserved the least.
+pub fn reserve_on_nodes(best: f64, node_powers: &[Option<f64>], scale: &Scale) -> f64 {
+    let unknown = node_powers.iter().filter(|p| p.is_none()).count() as f64;
+    on_nodes(best, node_powers, scale) + unknown * (scale.p_max - scale.mean).max(0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

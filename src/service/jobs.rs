@@ -241,17 +241,35 @@ pub(crate) async fn estimate(
     nodes: u32,
     scope: &NodeScope,
 ) -> Result<Estimate> {
+    let partition = scope.partition.as_deref();
+    // A job's nodes draw at least their idle power, which the load counts
+    // for idle nodes at the scope's mean until a job holds them: a
+    // reservation below that would raise the headroom by admitting the
+    // job. The scope's mean idle power (`DEFAULT_IDLE_POWER_W` for a node
+    // without one) per node.
+    let idle =
+        store::nodes::mean_idle(&service.pool, partition, super::power::DEFAULT_IDLE_POWER_W)
+            .await?
+            .map_or(0.0, |w| w * f64::from(nodes));
     let Some(app) = app.filter(|a| a.run_count > 0) else {
         // As `node_answers` checks it for an application with history.
         check_registered(service, scope).await?;
-        let per_node = store::nodes::max_peak(&service.pool, scope.partition.as_deref())
+        // The largest vendor peak, or the most a node of the scope was
+        // measured drawing (P_max of the reference workload), if larger:
+        // nodes registered without a peak may draw kilowatts.
+        let peak = store::nodes::max_peak(&service.pool, partition).await?;
+        let measured = super::nodes::node_powers(service, &scope.workload, partition)
             .await?
-            .unwrap_or(DEFAULT_NODE_POWER_W);
+            .map(|powers| powers.scale.p_max);
+        let per_node = match (peak, measured) {
+            (None, None) => DEFAULT_NODE_POWER_W,
+            (peak, measured) => peak.unwrap_or(0.0).max(measured.unwrap_or(0.0)),
+        };
         return Ok(Estimate {
             apc_w: None,
             ets_j: None,
             tts_s: None,
-            reserved_w: per_node * f64::from(nodes),
+            reserved_w: (per_node * f64::from(nodes)).max(idle),
             basis: ReservedBasis::NoHistory,
         });
     };
@@ -270,7 +288,7 @@ pub(crate) async fn estimate(
     )
     .await?;
     let (reserved_w, basis) = match (set, bounds, apc) {
-        (Some(set), _, _) => (set.apc_w, ReservedBasis::NodeSet),
+        (Some(set), _, _) => (set.reserved_w, ReservedBasis::NodeSet),
         (None, Some(bounds), _) => (bounds.worst_w, ReservedBasis::WorstNodes),
         (None, None, Some(apc)) => (apc, ReservedBasis::Expected),
         (None, None, None) => (
@@ -282,7 +300,7 @@ pub(crate) async fn estimate(
         apc_w: apc,
         ets_j: ets,
         tts_s: tts,
-        reserved_w,
+        reserved_w: reserved_w.max(idle),
         basis,
     })
 }

@@ -103,6 +103,9 @@ pub struct NodeSet {
     pub unclassified_count: usize,
     /// The first 20 of them.
     pub unclassified: Vec<String>,
+    /// What a job on this set reserves (`reserved_basis: node_set`): `apc_w`
+    /// with the unclassified nodes counted at `p_max_w` instead of the mean.
+    pub reserved_w: f64,
     /// Σ of the set's vendor peaks, when the registry knows all of them.
     pub vendor_peak_w: Option<f64>,
 }
@@ -583,6 +586,7 @@ pub async fn node_answers(
                 apc_w: apc,
                 ets_j: apc * tts_s,
                 tts_s,
+                reserved_w: model::bounds::reserve_on_nodes(best.value, &node_powers, scale),
                 unclassified_count: node_powers.iter().filter(|p| p.is_none()).count(),
                 unclassified: list
                     .iter()

@@ -861,3 +861,166 @@ async fn a_later_start_is_weighed_against_the_draw_then() {
         headroom.body
     );
 }
+
+/// Partition `cpu`: m1–m4 idle at 90 W, drawing 200–215 W under the
+/// reference workload. Partition `hgx`: g1–g4 idle at 400 W, no vendor
+/// peak, drawing 5200–5230 W; g5 never measured. `light` ran on m1–m4.
+async fn two_kinds_of_nodes() -> TestApp {
+    let app = TestApp::new().await;
+    let mut samples = Vec::new();
+    for i in 1..=4 {
+        let cpu = json!({"partition": "cpu", "idle_power_w": 90.0, "peak_power_w": 350.0});
+        app.register_node(&format!("m{i}"), &cpu).await;
+        let hgx = json!({"partition": "hgx", "idle_power_w": 400.0});
+        app.register_node(&format!("g{i}"), &hgx).await;
+        let now = Utc::now().to_rfc3339();
+        samples.push(json!({"node": format!("m{i}"), "workload": "reference",
+                            "avg_power_w": 195.0 + 5.0 * f64::from(i), "measured_at": now}));
+        samples.push(json!({"node": format!("g{i}"), "workload": "reference",
+                            "avg_power_w": 5190.0 + 10.0 * f64::from(i), "measured_at": now}));
+    }
+    app.register_node("g5", &json!({"partition": "hgx", "idle_power_w": 400.0}))
+        .await;
+    assert_eq!(app.post_samples(samples).await["created"], 8);
+    for (k, apc) in [(1, 800.0), (2, 810.0), (3, 790.0)] {
+        app.ingest(
+            &json!({"app": "light", "source": "s", "job_id": format!("l{k}"),
+                           "nodes": 4, "node_list": "m[1-4]",
+                           "avg_power_w": apc, "duration_s": 3600.0}),
+        )
+        .await;
+    }
+    app
+}
+
+/// A job's nodes draw at least their idle power, which the load counts
+/// for idle nodes: no reservation falls below it, so that admitting a job
+/// never raises the headroom (review of 2026-11-29: a CPU application's
+/// history carried to GPU nodes reserved 820 W on four nodes idling at
+/// 1600 W, and the headroom grew by 660 W when it was admitted).
+#[tokio::test]
+async fn a_reservation_is_never_below_the_idle_power_it_releases() {
+    let app = two_kinds_of_nodes().await;
+    cap(&app, "site", json!({"limit_w": 1.0e6})).await;
+    for body in [
+        json!({"app": "light", "nodes": 4, "partition": "hgx"}),
+        json!({"app": "light", "nodes": 4, "node_list": "g[1-4]"}),
+        json!({"app": "light", "nodes": 4, "partition": "cpu"}),
+    ] {
+        let p = admit(&app, body.clone()).await["power"].clone();
+        let reserved = p["predicted_apc_w"].as_f64().unwrap();
+        let released = p["idle_released_w"].as_f64().unwrap();
+        assert!(reserved >= released - 1e-6, "{body}: {p:#}");
+        assert!(
+            p["headroom_after_w"].as_f64().unwrap()
+                <= p["headroom_before_w"].as_f64().unwrap() + 1e-6,
+            "{body}: {p:#}"
+        );
+    }
+    // On the CPU nodes it ran on, the history's bound is above idle anyway.
+    let p = admit(
+        &app,
+        json!({"app": "light", "nodes": 4, "partition": "cpu"}),
+    )
+    .await;
+    assert_eq!(p["power"]["basis"], "worst_nodes");
+    assert!(p["power"]["predicted_apc_w"].as_f64().unwrap() > 800.0);
+    // A job started on the GPU nodes holds at least their idle power: the
+    // partition's draw does not fall when it starts.
+    let before = app
+        .get("/v1/power/headroom?partition=hgx", &app.read)
+        .await
+        .body;
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "s", "job_id": "on-gpu", "app": "light", "nodes": 4,
+                    "partition": "hgx"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert!(reply.body["reserved_w"].as_f64().unwrap() >= 1600.0 - 1e-6);
+    let after = app
+        .get("/v1/power/headroom?partition=hgx", &app.read)
+        .await
+        .body;
+    assert!(
+        after["draw_w"].as_f64().unwrap() >= before["draw_w"].as_f64().unwrap() - 1e-6,
+        "{before:#} {after:#}"
+    );
+}
+
+/// An application never seen, on nodes registered without a vendor peak,
+/// reserves what those nodes were measured drawing, not 1000 W each; a
+/// node set's node never measured counts at the worst node's power, not the
+/// mean (it is the least known).
+#[tokio::test]
+async fn unknown_jobs_and_unknown_nodes_reserve_the_measured_worst() {
+    let app = two_kinds_of_nodes().await;
+    let a = admit(
+        &app,
+        json!({"app": "brandnew", "nodes": 4, "partition": "hgx"}),
+    )
+    .await;
+    assert_eq!(a["power"]["basis"], "no_history");
+    assert!(close(&a["power"]["predicted_apc_w"], 4.0 * 5230.0), "{a:#}");
+    // With a vendor peak registered, the peak (350 W a CPU node).
+    let a = admit(
+        &app,
+        json!({"app": "brandnew", "nodes": 2, "partition": "cpu"}),
+    )
+    .await;
+    assert!(close(&a["power"]["predicted_apc_w"], 2.0 * 350.0), "{a:#}");
+
+    // `heavy` ran on g1–g4; a set with g5, never measured.
+    for (k, apc) in [(1, 21000.0), (2, 21100.0), (3, 20900.0)] {
+        app.ingest(
+            &json!({"app": "heavy", "source": "s", "job_id": format!("h{k}"),
+                           "nodes": 4, "node_list": "g[1-4]",
+                           "avg_power_w": apc, "duration_s": 3600.0}),
+        )
+        .await;
+    }
+    let q = app
+        .get(
+            "/v1/apps/heavy/predictions?metric=apc&node_list=g%5B2-5%5D&partition=hgx",
+            &app.read,
+        )
+        .await;
+    assert_eq!(q.status, StatusCode::OK, "{:#}", q.body);
+    let set = &q.body["node_set"];
+    assert_eq!(set["unclassified_count"], 1, "{set:#}");
+    let bounds = &q.body["apc_bounds"];
+    let (p_max, p_min) = (
+        bounds["p_max_w"].as_f64().unwrap(),
+        bounds["p_min_w"].as_f64().unwrap(),
+    );
+    let mean = (5200.0 + 5210.0 + 5220.0 + 5230.0) / 4.0;
+    assert!(
+        close(
+            &set["reserved_w"],
+            set["apc_w"].as_f64().unwrap() + p_max - mean
+        ),
+        "{set:#}"
+    );
+    assert!(p_max > p_min);
+    let reply = app
+        .post(
+            "/v1/jobs",
+            &app.schedule,
+            &json!({"source": "s", "job_id": "set", "app": "heavy", "node_list": "g[2-5]"}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["reserved_basis"], "node_set");
+    assert!(
+        close(
+            &reply.body["reserved_w"],
+            set["reserved_w"].as_f64().unwrap()
+        ),
+        "{:#} {set:#}",
+        reply.body
+    );
+    assert!(set["reserved_w"].as_f64().unwrap() > 4.0 * 400.0);
+}
