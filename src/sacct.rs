@@ -664,6 +664,18 @@ fn job_run(
     if !problems.is_empty() {
         return Err(problems);
     }
+    // ElapsedRaw leaves out the time a job was suspended (gang scheduling,
+    // `scontrol suspend`, preemption by suspension), End − Start does not:
+    // such a job ran for its elapsed time and is stored with that duration
+    // and its start, without an end that would contradict it.
+    let ended_at = match (started_at, ended_at, duration_s) {
+        (Some(start), Some(end), Some(ran))
+            if ran < (end - start).as_seconds_f64() - suspension_slack(start, end) =>
+        {
+            None
+        }
+        _ => ended_at,
+    };
     let source = source_of(row, columns, options).to_owned();
     Ok(RunDraft {
         app,
@@ -723,6 +735,13 @@ fn time(
         .checked_sub_offset(offset)
         .map(|utc| Some(utc.and_utc()))
         .ok_or_else(|| format!("{name} {value:?} is out of range"))
+}
+
+/// How much shorter than End − Start a job's elapsed time may be before it
+/// counts as suspended for the rest: what ingestion allows a run's
+/// duration to differ from its window by.
+fn suspension_slack(start: DateTime<Utc>, end: DateTime<Utc>) -> f64 {
+    (crate::ingest::CONSISTENCY_TOLERANCE * (end - start).as_seconds_f64()).max(1.0)
 }
 
 /// `ElapsedRaw`, else `Elapsed`, else `End` − `Start`, in seconds.
@@ -1054,6 +1073,26 @@ mod tests {
 "
         );
         assert_eq!(record(&parse_default(&text), "6").run.energy_j, Some(700.0));
+    }
+
+    /// A job suspended for part of its wall time: ElapsedRaw (3000 s) is
+    /// the time it ran, End − Start (3600 s) includes the suspension. It is
+    /// stored with its elapsed time and start, not skipped for the mismatch.
+    #[test]
+    fn a_suspended_job_is_stored_with_the_time_it_ran() {
+        let text = "JobID|JobName|NNodes|State|Start|End|ElapsedRaw|ConsumedEnergyRaw\n\
+                    2001|susp|1|COMPLETED|2026-11-20T10:00:00|2026-11-20T11:00:00|3000|900000\n\
+                    2002|whole|1|COMPLETED|2026-11-20T10:00:00|2026-11-20T11:00:00|3600|900000\n";
+        let parsed = parse_default(text);
+        let run = &record(&parsed, "2001").run;
+        assert_eq!(run.duration_s, Some(3000.0));
+        assert_eq!(run.started_at, Some(utc("2026-11-20T10:00:00Z")));
+        assert_eq!(run.ended_at, None);
+        let now = utc("2026-11-29T00:00:00Z");
+        assert!(crate::ingest::validate(run.clone(), now).is_ok());
+        // Not suspended: its end is kept.
+        let run = &record(&parsed, "2002").run;
+        assert_eq!(run.ended_at, Some(utc("2026-11-20T11:00:00Z")));
     }
 
     /// `sacct --clusters=alpha,beta` numbers jobs per cluster: the same
