@@ -343,6 +343,20 @@ pub async fn peaks(
     .await
 }
 
+/// The registered vendor peaks of the named nodes (those that have one).
+pub async fn peaks_of(
+    executor: impl PgExecutor<'_>,
+    names: &[&str],
+) -> sqlx::Result<Vec<(String, f64)>> {
+    sqlx::query_as(
+        "SELECT name, peak_power_w FROM nodes
+         WHERE name = ANY($1) AND peak_power_w IS NOT NULL",
+    )
+    .bind(names)
+    .fetch_all(executor)
+    .await
+}
+
 /// The mean idle power of a partition's nodes (all when `None`), a node
 /// without one counted at `default_w`; `None` without nodes.
 pub async fn mean_idle(

@@ -95,6 +95,44 @@ async fn nodes_are_registered_listed_and_checked() {
         .assert_field_error(StatusCode::BAD_REQUEST, "limit");
 }
 
+/// A sample far above its node's registered peak is a unit or a node mixed
+/// up: stored, it set the worst-node bound of every job in its partition
+/// (review of 2026-11-29: 21.3 kW for a 350 W node; the 16-node worst bound
+/// became 340 kW). It is rejected naming `avg_power_w`; a node registered
+/// without a peak takes any plausible power.
+#[tokio::test]
+async fn a_sample_far_above_its_nodes_peak_is_refused() {
+    let app = TestApp::new().await;
+    register(&app, "cn01", "batch", Some(350.0)).await;
+    register(&app, "gn01", "gpu", None).await;
+    let body = app
+        .post_samples(vec![
+            sample("cn01", 21_300.0, 4),
+            sample("cn01", 400.0, 3),
+            sample("gn01", 5_200.0, 2),
+            sample("cn01", 1.5 * 350.0 + 1.0, 1),
+        ])
+        .await;
+    let items = body["items"].as_array().unwrap();
+    assert_eq!(items[0]["status"], "rejected", "{body:#}");
+    assert_eq!(items[0]["errors"][0]["field"], "samples[0].avg_power_w");
+    assert!(
+        items[0]["errors"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("peak"),
+        "{body:#}"
+    );
+    assert_eq!(items[1]["status"], "created");
+    assert_eq!(items[2]["status"], "created");
+    assert_eq!(items[3]["status"], "rejected");
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM node_samples")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 2);
+}
+
 #[tokio::test]
 async fn samples_are_stored_once_and_bad_ones_are_named() {
     let app = TestApp::new().await;
