@@ -69,6 +69,12 @@ fn body_limit(req: &Request) -> usize {
 }
 
 pub fn from_json_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Every body is an object. serde reads a struct from an array too, its
+    // fields by position: `["app", "c1", "1", 2, ...]` was stored as a run,
+    // past the names that `deny_unknown_fields` and the schema check.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ApiError::invalid("body", NOT_AN_OBJECT));
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer)
         .map_err(|e| json_error::<T>(e, bytes))?;
@@ -78,12 +84,18 @@ pub fn from_json_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError>
     Ok(value)
 }
 
+/// Why an array is refused where an object is read.
+const NOT_AN_OBJECT: &str = "must be a JSON object, its fields by name, not an array";
+
 /// Deserialize one element of a larger document (e.g. one run of a batch),
 /// naming fields under `prefix`.
 pub fn from_json_value<T: DeserializeOwned>(
     value: serde_json::Value,
     prefix: &str,
 ) -> Result<T, Vec<FieldError>> {
+    if value.is_array() {
+        return Err(vec![FieldError::new(prefix.to_owned(), NOT_AN_OBJECT)]);
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let (field, reason) = field_and_reason(e.path(), e.inner().to_string());
         vec![FieldError::new(field, reason).nested(prefix)]

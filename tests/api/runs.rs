@@ -308,6 +308,39 @@ async fn malformed_json_is_400_and_other_media_types_415() {
     assert_eq!(app.run_count().await, 0);
 }
 
+/// serde reads a struct from an array, its fields by position: a run sent
+/// as `["arrapp", "c1", "arr1", 2, ...]` was stored (201), past the field
+/// names the schema and `deny_unknown_fields` check. Arrays are refused
+/// where an object is read, naming the body or the item.
+#[tokio::test]
+async fn arrays_are_not_read_as_objects() {
+    let app = TestApp::new().await;
+    let positional = json!(["arrapp", "c1", "arr1", 2, null, 2000, null, 10]);
+    app.post("/v1/runs", &app.ingest, &positional)
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "body");
+    let batch = json!([[run("arrapp", "b1", 2)], false]);
+    app.post("/v1/runs/batch", &app.ingest, &batch)
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "body");
+    let reply = app
+        .post(
+            "/v1/runs/batch",
+            &app.ingest,
+            &json!({"runs": [positional, run("arrapp", "b2", 2)]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(
+        reply.body["items"][0]["status"], "rejected",
+        "{:#}",
+        reply.body
+    );
+    assert_eq!(reply.body["items"][0]["errors"][0]["field"], "runs[0]");
+    assert_eq!(reply.body["items"][1]["status"], "created");
+    assert_eq!(app.run_count().await, 1);
+}
+
 #[tokio::test]
 async fn oversized_bodies_are_413() {
     let app = TestApp::with_settings(Settings {
