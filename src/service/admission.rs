@@ -612,6 +612,7 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
         time_limit_s: input.time_limit_s,
     };
     let load = power::current_load(service).await?;
+    let estimate = estimate.at_least_idle(&load, &scope, nodes);
     let mut conn = service.pool.acquire().await?;
     let admission = decide(&mut conn, &load, &job, &estimate, now).await?;
     count_decision(Asked::Question, &admission);

@@ -19,7 +19,7 @@ use crate::domain::ReservedBasis;
 use crate::ingest::{self, NodeListDraft, NodeListSchema, RunDraft};
 use crate::model::Metric;
 use crate::predict;
-use crate::store::power::Expiry;
+use crate::store::power::{Expiry, Load};
 use crate::store::runs::{NewRun, RunRow};
 use crate::store::{self, apps::AppRow, jobs::JobRow, jobs::NewJob};
 use crate::validate::{self, FieldError, JobId, Source};
@@ -227,12 +227,33 @@ impl Sent<'_> {
 
 /// What a job of `app` on `nodes` is predicted to need, and the power it
 /// reserves.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Estimate {
     pub apc_w: Option<f64>,
     pub ets_j: Option<f64>,
     pub tts_s: Option<f64>,
     pub reserved_w: f64,
     pub basis: ReservedBasis,
+}
+
+impl Estimate {
+    /// The estimate with its reservation at least the idle power of the
+    /// job's nodes (`Load::idle_floor`), which the load counts for them
+    /// until the job holds them: a reservation below it would raise the
+    /// headroom by admitting the job (as a history measured on other
+    /// nodes, carried to a partition whose nodes idle higher, did).
+    pub(crate) fn at_least_idle(&self, load: &Load, scope: &NodeScope, nodes: u32) -> Estimate {
+        let idle = load.idle_floor(
+            scope.partition.as_deref(),
+            scope.list.as_deref(),
+            nodes,
+            super::power::DEFAULT_IDLE_POWER_W,
+        );
+        Estimate {
+            reserved_w: self.reserved_w.max(idle),
+            ..*self
+        }
+    }
 }
 
 pub(crate) async fn estimate(
@@ -242,15 +263,6 @@ pub(crate) async fn estimate(
     scope: &NodeScope,
 ) -> Result<Estimate> {
     let partition = scope.partition.as_deref();
-    // A job's nodes draw at least their idle power, which the load counts
-    // for idle nodes at the scope's mean until a job holds them: a
-    // reservation below that would raise the headroom by admitting the
-    // job. The scope's mean idle power (`DEFAULT_IDLE_POWER_W` for a node
-    // without one) per node.
-    let idle =
-        store::nodes::mean_idle(&service.pool, partition, super::power::DEFAULT_IDLE_POWER_W)
-            .await?
-            .map_or(0.0, |w| w * f64::from(nodes));
     let Some(app) = app.filter(|a| a.run_count > 0) else {
         // As `node_answers` checks it for an application with history.
         check_registered(service, scope).await?;
@@ -269,7 +281,7 @@ pub(crate) async fn estimate(
             apc_w: None,
             ets_j: None,
             tts_s: None,
-            reserved_w: (per_node * f64::from(nodes)).max(idle),
+            reserved_w: per_node * f64::from(nodes),
             basis: ReservedBasis::NoHistory,
         });
     };
@@ -300,7 +312,7 @@ pub(crate) async fn estimate(
         apc_w: apc,
         ets_j: ets,
         tts_s: tts,
-        reserved_w: reserved_w.max(idle),
+        reserved_w,
         basis,
     })
 }
@@ -473,6 +485,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             time_limit_s: input.time_limit_s,
         };
         let load = store::power::load(&mut tx, service.settings.expiry, now).await?;
+        let estimate = estimate.at_least_idle(&load, &scope, nodes);
         let admission = decide(&mut tx, &load, &candidate, &estimate, now).await?;
         if !admission.admit && !input.force {
             drop(tx);

@@ -357,23 +357,6 @@ pub async fn peaks_of(
     .await
 }
 
-/// The mean idle power of a partition's nodes (all when `None`), a node
-/// without one counted at `default_w`; `None` without nodes.
-pub async fn mean_idle(
-    executor: impl PgExecutor<'_>,
-    partition: Option<&str>,
-    default_w: f64,
-) -> sqlx::Result<Option<f64>> {
-    sqlx::query_scalar(
-        "SELECT avg(coalesce(idle_power_w, $2)) FROM nodes
-         WHERE $1::text IS NULL OR partition = $1",
-    )
-    .bind(partition)
-    .bind(default_w)
-    .fetch_one(executor)
-    .await
-}
-
 /// The largest vendor peak power of a partition's nodes (all when `None`).
 pub async fn max_peak(
     executor: impl PgExecutor<'_>,

@@ -147,6 +147,39 @@ impl Load {
         }
     }
 
+    /// The idle power a job's nodes draw at least, and which the load
+    /// counts for them while they idle: with a node list, its registered
+    /// nodes' idle powers; without one, `nodes` × the mean idle power of
+    /// the partition's registered nodes (all, without a partition). A node
+    /// without a recorded idle power counts at `default_w`.
+    pub fn idle_floor(
+        &self,
+        partition: Option<&str>,
+        list: Option<&[String]>,
+        nodes: u32,
+        default_w: f64,
+    ) -> f64 {
+        let idle = |n: &NodeIdle| n.idle_power_w.unwrap_or(default_w);
+        if let Some(list) = list {
+            let names: HashSet<&str> = list.iter().map(String::as_str).collect();
+            return self
+                .nodes
+                .iter()
+                .filter(|n| names.contains(n.name.as_str()))
+                .map(idle)
+                .sum();
+        }
+        let (count, sum) = self
+            .nodes
+            .iter()
+            .filter(|n| partition.is_none() || n.partition.as_deref() == partition)
+            .fold((0usize, 0.0), |(c, s), n| (c + 1, s + idle(n)));
+        if count == 0 {
+            return 0.0;
+        }
+        sum / count as f64 * f64::from(nodes)
+    }
+
     /// Whether every reservation read is still in force at `now`: a load
     /// kept in memory past the first one's end would count that job on (in
     /// admission and budgets, while headroom, read afresh, no longer did).
@@ -327,6 +360,33 @@ pub async fn lock_admission(executor: impl PgExecutor<'_>) -> sqlx::Result<Admis
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_idle_floor_is_the_idle_power_the_load_counts_for_the_nodes() {
+        let node = |name: &str, partition: &str, idle: Option<f64>| NodeIdle {
+            name: name.into(),
+            partition: Some(partition.into()),
+            idle_power_w: idle,
+        };
+        let load = Load::new(
+            Vec::new(),
+            vec![
+                node("m1", "cpu", Some(90.0)),
+                node("m2", "cpu", Some(110.0)),
+                node("g1", "gpu", Some(400.0)),
+                node("g2", "gpu", None),
+            ],
+        );
+        // Without a node list: as many nodes at the scope's mean idle power.
+        assert_eq!(load.idle_floor(Some("cpu"), None, 4, 100.0), 400.0);
+        assert_eq!(load.idle_floor(Some("gpu"), None, 2, 100.0), 500.0);
+        assert_eq!(load.idle_floor(None, None, 4, 100.0), 700.0);
+        // A node list: its registered nodes' own idle powers.
+        let list = ["g1".to_owned(), "m1".to_owned(), "nowhere".to_owned()];
+        assert_eq!(load.idle_floor(None, Some(&list), 3, 100.0), 490.0);
+        // No registered node in the scope: no floor.
+        assert_eq!(load.idle_floor(Some("elsewhere"), None, 4, 100.0), 0.0);
+    }
 
     #[test]
     fn a_node_list_s_partition_is_the_one_all_its_registered_nodes_share() {
