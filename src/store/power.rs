@@ -108,6 +108,14 @@ pub async fn load(
     Ok(Load::new(jobs, nodes))
 }
 
+/// The idle powers of a set of registered nodes.
+#[derive(Debug, Clone, Copy, Default)]
+struct IdleSum {
+    count: usize,
+    known_w: f64,
+    unknown: usize,
+}
+
 /// The running jobs and registered nodes at one moment.
 #[derive(Debug, Clone, Default)]
 pub struct Load {
@@ -119,6 +127,9 @@ pub struct Load {
     registered: HashMap<String, Option<String>>,
     /// The partitions registered nodes are in.
     partitions: HashSet<String>,
+    /// Per partition (`None`: nodes in none) the registered nodes' idle
+    /// powers: how many, the sum of those recorded, how many without one.
+    idle: HashMap<Option<String>, IdleSum>,
     /// The earliest end of the jobs' reservations.
     first_expiry: Option<DateTime<Utc>>,
 }
@@ -137,12 +148,22 @@ impl Load {
             .collect();
         let partitions = nodes.iter().filter_map(|n| n.partition.clone()).collect();
         let first_expiry = jobs.iter().map(|j| j.expires_at).min();
+        let mut idle: HashMap<Option<String>, IdleSum> = HashMap::new();
+        for node in &nodes {
+            let sum = idle.entry(node.partition.clone()).or_default();
+            sum.count += 1;
+            match node.idle_power_w {
+                Some(w) => sum.known_w += w,
+                None => sum.unknown += 1,
+            }
+        }
         Load {
             jobs,
             nodes,
             held,
             registered,
             partitions,
+            idle,
             first_expiry,
         }
     }
@@ -169,15 +190,20 @@ impl Load {
                 .map(idle)
                 .sum();
         }
-        let (count, sum) = self
-            .nodes
+        let sum = self
+            .idle
             .iter()
-            .filter(|n| partition.is_none() || n.partition.as_deref() == partition)
-            .fold((0usize, 0.0), |(c, s), n| (c + 1, s + idle(n)));
-        if count == 0 {
+            .filter(|(p, _)| partition.is_none() || p.as_deref() == partition)
+            .fold(IdleSum::default(), |a, (_, b)| IdleSum {
+                count: a.count + b.count,
+                known_w: a.known_w + b.known_w,
+                unknown: a.unknown + b.unknown,
+            });
+        if sum.count == 0 {
             return 0.0;
         }
-        sum / count as f64 * f64::from(nodes)
+        let total = sum.known_w + sum.unknown as f64 * default_w;
+        total / sum.count as f64 * f64::from(nodes)
     }
 
     /// Whether every reservation read is still in force at `now`: a load
