@@ -1039,14 +1039,9 @@ mod tests {
     #[test]
     fn a_requeued_job_takes_the_extern_energy_of_its_own_attempt() {
         let text = format!(
-            "{HEADER}
-5001|a|2|NODE_FAIL|300|0
-5001.batch|batch|1|CANCELLED|300|0
-             5001.extern|extern|2|CANCELLED|300|60000
-5001|a|2|COMPLETED|3600|0
-             5001.batch|batch|1|COMPLETED|3600|0
-5001.extern|extern|2|COMPLETED|3600|1440000
-"
+            "{HEADER}\n5001|a|2|NODE_FAIL|300|0\n5001.batch|batch|1|CANCELLED|300|0\n\
+             5001.extern|extern|2|CANCELLED|300|60000\n5001|a|2|COMPLETED|3600|0\n\
+             5001.batch|batch|1|COMPLETED|3600|0\n5001.extern|extern|2|COMPLETED|3600|1440000\n"
         );
         let parsed = parse_default(&text);
         let run = record(&parsed, "5001");
@@ -1055,23 +1050,15 @@ mod tests {
         // Slurm's NO_VAL64 is no energy: the extern step stands in for it,
         // and as an extern step's energy it stands in for nothing.
         let text = format!(
-            "{HEADER}
-3001|a|2|COMPLETED|3600|18446744073709551614
-             3001.extern|extern|2|COMPLETED|3600|2880000
-             3002|a|2|COMPLETED|3600|0
-3002.extern|extern|2|COMPLETED|3600|18446744073709551614
-"
+            "{HEADER}\n3001|a|2|COMPLETED|3600|18446744073709551614\n\
+             3001.extern|extern|2|COMPLETED|3600|2880000\n3002|a|2|COMPLETED|3600|0\n\
+             3002.extern|extern|2|COMPLETED|3600|18446744073709551614\n"
         );
         let parsed = parse_default(&text);
         assert_eq!(record(&parsed, "3001").run.energy_j, Some(2_880_000.0));
         assert_eq!(skipped_lines(&parsed), [(4, "3002")]);
         // An extern step listed before its job's line still counts for it.
-        let text = format!(
-            "{HEADER}
-6.extern|extern|1|COMPLETED|10|700
-6|a|1|COMPLETED|10|0
-"
-        );
+        let text = format!("{HEADER}\n6.extern|extern|1|COMPLETED|10|700\n6|a|1|COMPLETED|10|0\n");
         assert_eq!(record(&parse_default(&text), "6").run.energy_j, Some(700.0));
     }
 
