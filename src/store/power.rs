@@ -123,8 +123,8 @@ pub struct Load {
     nodes: Vec<NodeIdle>,
     /// Nodes some job names.
     held: HashSet<String>,
-    /// Every registered node's name, with its partition.
-    registered: HashMap<String, Option<String>>,
+    /// Every registered node's name, with its partition and idle power.
+    registered: HashMap<String, (Option<String>, Option<f64>)>,
     /// The partitions registered nodes are in.
     partitions: HashSet<String>,
     /// Per partition (`None`: nodes in none) the registered nodes' idle
@@ -144,7 +144,7 @@ impl Load {
             .collect();
         let registered = nodes
             .iter()
-            .map(|n| (n.name.clone(), n.partition.clone()))
+            .map(|n| (n.name.clone(), (n.partition.clone(), n.idle_power_w)))
             .collect();
         let partitions = nodes.iter().filter_map(|n| n.partition.clone()).collect();
         let first_expiry = jobs.iter().map(|j| j.expires_at).min();
@@ -180,14 +180,11 @@ impl Load {
         nodes: u32,
         default_w: f64,
     ) -> f64 {
-        let idle = |n: &NodeIdle| n.idle_power_w.unwrap_or(default_w);
         if let Some(list) = list {
-            let names: HashSet<&str> = list.iter().map(String::as_str).collect();
-            return self
-                .nodes
+            return list
                 .iter()
-                .filter(|n| names.contains(n.name.as_str()))
-                .map(idle)
+                .filter_map(|name| self.registered.get(name))
+                .map(|(_, idle)| idle.unwrap_or(default_w))
                 .sum();
         }
         let sum = self
@@ -259,7 +256,9 @@ impl Load {
     /// when that is one partition (`None` when they are in several, in
     /// none, or no node of the list is registered).
     pub fn partition_of_all(&self, list: &[String]) -> Option<&str> {
-        let mut partitions = list.iter().filter_map(|n| self.registered.get(n));
+        let mut partitions = list
+            .iter()
+            .filter_map(|n| self.registered.get(n).map(|(p, _)| p));
         let first = partitions.next()?.as_deref()?;
         partitions
             .all(|p| p.as_deref() == Some(first))
