@@ -6,7 +6,9 @@ use std::sync::Arc;
 use super::{Result, Service};
 use crate::predict::NodePowers;
 use crate::store;
-pub use crate::store::nodes::{NewSample, NodeMetadata, NodePowerRow, NodeRow, SampleOutcome};
+pub use crate::store::nodes::{
+    NewSample, NodeMetadata, NodePowerRow, NodeRow, PEAK_FACTOR, SampleOutcome,
+};
 use crate::validate::{self, FieldError, NodeName};
 
 /// The workload a request names (checked, a problem under `field` when bad),
@@ -98,33 +100,6 @@ pub async fn list(
     limit: i64,
 ) -> Result<Vec<NodeRow>> {
     Ok(store::nodes::list(&service.pool, partition, after, limit).await?)
-}
-
-/// How far above its node's registered vendor peak a sample's power may
-/// be: a peak is the most a node draws, so a sample at 1.5 times it is a
-/// unit or a node mixed up (21.3 kW sent for a 350 W node), which would
-/// set the worst-node bound of every job in its partition.
-pub const PEAK_FACTOR: f64 = 1.5;
-
-/// The samples whose power is above `PEAK_FACTOR` times their node's
-/// registered peak: their positions in `samples`, with that peak.
-pub async fn above_peak(service: &Service, samples: &[&NewSample]) -> Result<Vec<(usize, f64)>> {
-    let mut names: Vec<&str> = samples.iter().map(|s| s.node.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
-    let peaks: std::collections::HashMap<String, f64> =
-        store::nodes::peaks_of(&service.pool, &names)
-            .await?
-            .into_iter()
-            .collect();
-    Ok(samples
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            let peak = *peaks.get(&s.node)?;
-            (s.avg_power_w > PEAK_FACTOR * peak).then_some((i, peak))
-        })
-        .collect())
 }
 
 /// Store power samples, one outcome each, in order. Every replica drops the

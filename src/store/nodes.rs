@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
+use std::collections::HashMap;
 
 use super::notify::{self, Change};
 
@@ -149,10 +150,21 @@ pub enum SampleOutcome {
     },
     /// The node is not in the registry.
     UnknownNode,
+    /// The power is above `PEAK_FACTOR` times the node's registered peak.
+    AbovePeak {
+        peak_w: f64,
+    },
 }
 
+/// How far above its node's registered vendor peak a sample's power may
+/// be: a peak is the most a node draws, so a sample at 1.5 times it is a
+/// unit or a node mixed up (21.3 kW sent for a 350 W node), which would
+/// set the worst-node bound of every job in its partition.
+pub const PEAK_FACTOR: f64 = 1.5;
+
 /// Store samples in one transaction, item by item: a sample of an unknown
-/// node or one that clashes with a stored sample is not stored; the others
+/// node, one far above its node's peak (`PEAK_FACTOR`) or one that clashes
+/// with a stored sample is not stored; the others
 /// are, and are committed before this returns.
 pub async fn insert_samples(
     pool: &PgPool,
@@ -164,14 +176,27 @@ pub async fn insert_samples(
     // takes a node's row FOR UPDATE): a node removed meanwhile is unknown
     // here, rather than failing the insert's reference to it (409 for the
     // whole batch) or taking away a stored sample compared below (500).
-    let (known_names, known_ids): (Vec<String>, Vec<i64>) = sqlx::query_as::<_, (String, i64)>(
-        "SELECT name, id FROM nodes WHERE name = ANY($1) ORDER BY id FOR KEY SHARE",
+    let known: Vec<(String, i64, Option<f64>)> = sqlx::query_as(
+        "SELECT name, id, peak_power_w FROM nodes WHERE name = ANY($1) ORDER BY id FOR KEY SHARE",
     )
     .bind(&names)
     .fetch_all(&mut *tx)
-    .await?
-    .into_iter()
-    .unzip();
+    .await?;
+    let peaks: HashMap<&str, f64> = known
+        .iter()
+        .filter_map(|(name, _, peak)| Some((name.as_str(), (*peak)?)))
+        .collect();
+    // Each item's node's peak where its power is above PEAK_FACTOR times it.
+    let above_peak: Vec<Option<f64>> = samples
+        .iter()
+        .map(|s| {
+            let peak = *peaks.get(s.node.as_str())?;
+            (s.avg_power_w > PEAK_FACTOR * peak).then_some(peak)
+        })
+        .collect();
+    let refused: Vec<bool> = above_peak.iter().map(Option::is_some).collect();
+    let (known_names, known_ids): (Vec<String>, Vec<i64>) =
+        known.into_iter().map(|(name, id, _)| (name, id)).unzip();
     let workloads: Vec<&str> = samples.iter().map(|s| s.workload.as_str()).collect();
     let powers: Vec<f64> = samples.iter().map(|s| s.avg_power_w).collect();
     let times: Vec<DateTime<Utc>> = samples.iter().map(|s| s.measured_at).collect();
@@ -186,14 +211,14 @@ pub async fn insert_samples(
     }
     let rows: Vec<Row> = sqlx::query_as(
         "WITH items AS (
-             SELECT i.item, n.id AS node_id, i.workload, i.power, i.measured_at
-             FROM unnest($1::text[], $2::text[], $3::float8[], $4::timestamptz[])
-                  WITH ORDINALITY AS i(name, workload, power, measured_at, item)
+             SELECT i.item, n.id AS node_id, i.workload, i.power, i.measured_at, i.refused
+             FROM unnest($1::text[], $2::text[], $3::float8[], $4::timestamptz[], $7::bool[])
+                  WITH ORDINALITY AS i(name, workload, power, measured_at, refused, item)
              LEFT JOIN unnest($5::text[], $6::int8[]) AS n(name, id) ON n.name = i.name
          ),
          firsts AS (
              SELECT DISTINCT ON (node_id, workload, measured_at) *
-             FROM items WHERE node_id IS NOT NULL
+             FROM items WHERE node_id IS NOT NULL AND NOT refused
              ORDER BY node_id, workload, measured_at, item
          ),
          inserted AS (
@@ -215,6 +240,7 @@ pub async fn insert_samples(
     .bind(&times)
     .bind(&known_names)
     .bind(&known_ids)
+    .bind(&refused)
     .fetch_all(&mut *tx)
     .await?;
     let mut outcomes = vec![SampleOutcome::UnknownNode; samples.len()];
@@ -224,6 +250,10 @@ pub async fn insert_samples(
         let Some(outcome) = outcomes.get_mut(index) else {
             continue;
         };
+        if let Some(peak_w) = above_peak[index] {
+            *outcome = SampleOutcome::AbovePeak { peak_w };
+            continue;
+        }
         match (row.node_id, row.inserted_id) {
             (None, _) => {}
             (Some(_), Some(id)) => *outcome = SampleOutcome::Created(id),
@@ -339,20 +369,6 @@ pub async fn peaks(
          WHERE peak_power_w IS NOT NULL AND ($1::text IS NULL OR partition = $1)",
     )
     .bind(partition)
-    .fetch_all(executor)
-    .await
-}
-
-/// The registered vendor peaks of the named nodes (those that have one).
-pub async fn peaks_of(
-    executor: impl PgExecutor<'_>,
-    names: &[&str],
-) -> sqlx::Result<Vec<(String, f64)>> {
-    sqlx::query_as(
-        "SELECT name, peak_power_w FROM nodes
-         WHERE name = ANY($1) AND peak_power_w IS NOT NULL",
-    )
-    .bind(names)
     .fetch_all(executor)
     .await
 }

@@ -13,7 +13,7 @@ use crate::http::error::responses::{
 use crate::http::error::{ApiError, ApiResult, Problem, ProblemField};
 use crate::http::extract::{Json, JsonItem, NoQuery};
 use crate::http::runs::{ItemStatus, Rejection};
-use crate::service::nodes::{self, NewSample, SampleOutcome};
+use crate::service::nodes::{self, NewSample, PEAK_FACTOR, SampleOutcome};
 use crate::validate::{self, Errors, FieldError};
 
 /// Most samples in one `POST /v1/nodes/samples`.
@@ -136,35 +136,6 @@ pub async fn post_samples(
             })
         })
         .collect();
-    // A power far above its node's registered peak is a mix-up, refused.
-    let ok: Vec<(usize, &NewSample)> = checked
-        .iter()
-        .enumerate()
-        .filter_map(|(i, c)| c.as_ref().ok().map(|s| (i, s)))
-        .collect();
-    let samples: Vec<&NewSample> = ok.iter().map(|(_, s)| *s).collect();
-    let over: Vec<(usize, FieldError)> = nodes::above_peak(&state, &samples)
-        .await?
-        .into_iter()
-        .map(|(k, peak)| {
-            let (i, sample) = ok[k];
-            let reason = format!(
-                "{} W is more than {} × node `{}`'s registered peak power ({peak} W): \
-                 a unit or a node mixed up? (correct the node's peak_power_w if it is wrong)",
-                sample.avg_power_w,
-                nodes::PEAK_FACTOR,
-                sample.node
-            );
-            (
-                i,
-                FieldError::new(format!("samples[{i}].avg_power_w"), reason),
-            )
-        })
-        .collect();
-    let mut checked = checked;
-    for (i, error) in over {
-        checked[i] = Err(vec![error]);
-    }
     let valid: Vec<NewSample> = checked.iter().flatten().cloned().collect();
     let mut stored = nodes::add_samples(&state, &valid).await?.into_iter();
     let items: Vec<SampleItem> = checked
@@ -223,6 +194,20 @@ fn sample_item(index: usize, sample: &NewSample, outcome: Option<SampleOutcome>)
                 format!(
                     "this (node, workload, measured_at) is stored with {stored_w} W, not {} W",
                     sample.avg_power_w
+                ),
+            )],
+        ),
+        Some(SampleOutcome::AbovePeak { peak_w }) => rejected(
+            index,
+            Rejection::Invalid,
+            None,
+            vec![FieldError::new(
+                field("avg_power_w"),
+                format!(
+                    "{} W is more than {PEAK_FACTOR} × node `{}`'s registered peak power \
+                     ({peak_w} W): a unit or a node mixed up? (correct the node's \
+                     peak_power_w if it is wrong)",
+                    sample.avg_power_w, sample.node
                 ),
             )],
         ),
