@@ -125,11 +125,11 @@ pub struct Load {
     held: HashSet<String>,
     /// Every registered node's name, with its partition and idle power.
     registered: HashMap<String, (Option<String>, Option<f64>)>,
-    /// The partitions registered nodes are in.
-    partitions: HashSet<String>,
-    /// Per partition (`None`: nodes in none) the registered nodes' idle
-    /// powers: how many, the sum of those recorded, how many without one.
-    idle: HashMap<Option<String>, IdleSum>,
+    /// Per partition that registered nodes are in, their idle powers: how
+    /// many, the sum of those recorded, how many without one.
+    idle: HashMap<String, IdleSum>,
+    /// The same of the registered nodes in no partition.
+    unpartitioned: IdleSum,
     /// The earliest end of the jobs' reservations.
     first_expiry: Option<DateTime<Utc>>,
 }
@@ -146,11 +146,14 @@ impl Load {
             .iter()
             .map(|n| (n.name.clone(), (n.partition.clone(), n.idle_power_w)))
             .collect();
-        let partitions = nodes.iter().filter_map(|n| n.partition.clone()).collect();
         let first_expiry = jobs.iter().map(|j| j.expires_at).min();
-        let mut idle: HashMap<Option<String>, IdleSum> = HashMap::new();
+        let mut idle: HashMap<String, IdleSum> = HashMap::new();
+        let mut unpartitioned = IdleSum::default();
         for node in &nodes {
-            let sum = idle.entry(node.partition.clone()).or_default();
+            let sum = match &node.partition {
+                Some(p) => idle.entry(p.clone()).or_default(),
+                None => &mut unpartitioned,
+            };
             sum.count += 1;
             match node.idle_power_w {
                 Some(w) => sum.known_w += w,
@@ -162,8 +165,8 @@ impl Load {
             nodes,
             held,
             registered,
-            partitions,
             idle,
+            unpartitioned,
             first_expiry,
         }
     }
@@ -187,15 +190,14 @@ impl Load {
                 .map(|(_, idle)| idle.unwrap_or(default_w))
                 .sum();
         }
-        let sum = self
-            .idle
-            .iter()
-            .filter(|(p, _)| partition.is_none() || p.as_deref() == partition)
-            .fold(IdleSum::default(), |a, (_, b)| IdleSum {
+        let sum = match partition {
+            Some(p) => self.idle.get(p).copied().unwrap_or_default(),
+            None => self.idle.values().fold(self.unpartitioned, |a, b| IdleSum {
                 count: a.count + b.count,
                 known_w: a.known_w + b.known_w,
                 unknown: a.unknown + b.unknown,
-            });
+            }),
+        };
         if sum.count == 0 {
             return 0.0;
         }
@@ -232,18 +234,14 @@ impl Load {
 
     /// Whether a registered node is in `partition`.
     pub fn has_partition(&self, partition: &str) -> bool {
-        self.partitions.contains(partition)
+        self.idle.contains_key(partition)
     }
 
     /// How many registered nodes are in `partition` (all of them for `None`).
     pub fn nodes_in(&self, partition: Option<&str>) -> usize {
         match partition {
             None => self.nodes.len(),
-            Some(p) => self
-                .nodes
-                .iter()
-                .filter(|n| n.partition.as_deref() == Some(p))
-                .count(),
+            Some(p) => self.idle.get(p).map_or(0, |sum| sum.count),
         }
     }
 
