@@ -245,13 +245,14 @@ fn json_error<T: DeserializeOwned>(
     }
 }
 
-/// The path of the field a deserialization error is about. For an unknown or
-/// missing field, serde reports the enclosing object; the field's own name is
-/// in the message.
+/// The path of the field a deserialization error is about. For an unknown,
+/// missing or repeated field, serde reports the enclosing object; the
+/// field's own name is in the message.
 fn field_and_reason(path: &serde_path_to_error::Path, reason: String) -> (String, String) {
     let base = path.to_string();
     let base = if base == "." { String::new() } else { base };
-    let named = ["unknown field `", "missing field `"]
+    let reason = explain_time(reason);
+    let named = ["unknown field `", "missing field `", "duplicate field `"]
         .iter()
         .find_map(|prefix| reason.strip_prefix(prefix))
         .and_then(|rest| rest.split_once('`'))
@@ -268,6 +269,30 @@ fn field_and_reason(path: &serde_path_to_error::Path, reason: String) -> (String
         _ => base,
     };
     (field, reason)
+}
+
+/// chrono's reasons for refusing a time (its `ParseError`s), which name no
+/// format: "premature end of input" for a time without its zone.
+const TIME_ERRORS: [&str; 7] = [
+    "input is out of range",
+    "no possible date and time matching input",
+    "input is not enough for unique date and time",
+    "input contains invalid characters",
+    "premature end of input",
+    "trailing input",
+    "bad or unsupported format string",
+];
+
+/// `reason`, said with the form a time takes when it is one of chrono's.
+fn explain_time(reason: String) -> String {
+    if TIME_ERRORS.iter().any(|e| reason.starts_with(e)) {
+        format!(
+            "is not a time in RFC 3339 form with its zone, such as 2026-11-29T10:00:00Z \
+             or 2026-11-29T11:00:00+01:00 ({reason})"
+        )
+    } else {
+        reason
+    }
 }
 
 /// A comma-separated query parameter given but blank (`targets=`): refused,
@@ -496,6 +521,54 @@ mod tests {
         assert_eq!(fields(error), ["extra"]);
         let error = from_json_slice::<Outer>(br#"{"runs":[{}]}"#).unwrap_err();
         assert_eq!(fields(error), ["runs[0].nodes"]);
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Window {
+        limit: Option<u32>,
+        from: Option<chrono::DateTime<chrono::Utc>>,
+    }
+
+    fn problem(error: ApiError) -> (String, String) {
+        match error {
+            ApiError::Invalid(mut errors) | ApiError::BadRequest(mut errors) => {
+                let e = errors.remove(0);
+                (e.field, e.reason)
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_repeated_query_parameter_is_named() {
+        let Err(error) = Query::<Window>::parse(Some("limit=1&limit=2")) else {
+            panic!("a repeated parameter was accepted");
+        };
+        let (field, reason) = problem(error);
+        assert_eq!(field, "limit");
+        assert!(reason.contains("duplicate"), "{reason}");
+    }
+
+    #[test]
+    fn a_time_without_its_zone_is_explained() {
+        let Err(error) = Query::<Window>::parse(Some("from=2026-11-29T10:00:00")) else {
+            panic!("a time without a zone was accepted");
+        };
+        let (field, reason) = problem(error);
+        assert_eq!(field, "from");
+        assert!(
+            reason.contains("RFC 3339") && reason.contains("zone"),
+            "{reason}"
+        );
+        let error = from_json_slice::<Window>(br#"{"from":"29/11/2026"}"#).unwrap_err();
+        let (field, reason) = problem(error);
+        assert_eq!(field, "from");
+        assert!(reason.contains("RFC 3339"), "{reason}");
+        // Other reasons are left as they were.
+        let error = from_json_slice::<Window>(br#"{"limit":"x"}"#).unwrap_err();
+        assert!(!problem(error).1.contains("RFC 3339"));
     }
 
     #[test]
