@@ -271,6 +271,15 @@ impl Caches {
             .store(self.since_start_ms(), Ordering::SeqCst);
     }
 
+    /// The database answered again (`probe`): a failed read no longer
+    /// holds the service degraded.
+    pub fn read_recovered(&self) {
+        if self.read_failing() {
+            tracing::info!("database answering again");
+        }
+        self.read_failed_at.store(0, Ordering::SeqCst);
+    }
+
     pub fn set_degraded(&self, degraded: bool) {
         if self.degraded.swap(degraded, Ordering::SeqCst) != degraded {
             if degraded {
@@ -489,13 +498,66 @@ impl Caches {
 }
 
 /// Follow the notifications of other writers (and our own) for as long as the
-/// process runs.
+/// process runs, and probe the database (`probe`).
 ///
 /// While the connection is down the database is taken for unreachable
 /// (`Caches::degraded`) and what is in memory stays, to answer from during
 /// the outage; once it is back, everything is dropped, since notifications
 /// may have been missed meanwhile.
 pub async fn listen(pool: PgPool, caches: Arc<Caches>) {
+    tokio::join!(
+        follow(pool.clone(), caches.clone()),
+        probe(pool, caches, PROBE_EVERY)
+    );
+}
+
+/// How often `probe` asks the database, and how long it waits for it.
+const PROBE_EVERY: Duration = Duration::from_millis(500);
+const PROBE_TIME_OUT: Duration = Duration::from_secs(1);
+
+/// Ask the database `SELECT 1` every `every`, on a connection of its own
+/// (so that a pool taken up by load is not mistaken for an outage). A
+/// database that hangs rather than refuses (a frozen server, a network
+/// that drops packets without resetting) leaves the notification
+/// connection open and silent, and warm predictions read nothing: without
+/// the probe the service would not know, and `/readyz` would time out
+/// instead of saying `degraded`. An answer missing for `PROBE_TIME_OUT`
+/// counts as a failed read (`Caches::read_failed`); the first answer after
+/// ends that at once, rather than after the read failure's hold.
+async fn probe(pool: PgPool, caches: Arc<Caches>, every: Duration) {
+    use sqlx::Connection;
+    let options = pool.connect_options();
+    let mut connection: Option<sqlx::PgConnection> = None;
+    loop {
+        tokio::time::sleep(every).await;
+        let asked = tokio::time::timeout(PROBE_TIME_OUT, async {
+            let mut c = match connection.take() {
+                Some(c) => c,
+                None => sqlx::PgConnection::connect_with(&options).await?,
+            };
+            sqlx::query("SELECT 1").execute(&mut c).await?;
+            Ok::<_, sqlx::Error>(c)
+        })
+        .await;
+        match asked {
+            Ok(Ok(c)) => {
+                connection = Some(c);
+                caches.read_recovered();
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "database probe failed");
+                caches.read_failed();
+            }
+            Err(_) => {
+                tracing::debug!("database probe: no answer within its time-out");
+                caches.read_failed();
+            }
+        }
+    }
+}
+
+/// `listen`'s notifications.
+async fn follow(pool: PgPool, caches: Arc<Caches>) {
     loop {
         let mut listener = match PgListener::connect_with(&pool).await {
             Ok(listener) => listener,
@@ -763,6 +825,12 @@ mod tests {
         std::thread::sleep(Duration::from_millis(150));
         assert!(caches.degraded());
         caches.set_degraded(false);
+        assert!(!caches.degraded());
+        // An answer of the database ends the hold at once.
+        caches.read_failure_hold = Duration::from_secs(60);
+        caches.read_failed();
+        assert!(caches.degraded());
+        caches.read_recovered();
         assert!(!caches.degraded());
     }
 }

@@ -161,8 +161,10 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 
 /// Why the database is not ready to serve, if it is not. The reason is fit to
 /// show to clients; the underlying error is logged.
+/// `readiness`'s answer when the migrations are not all applied.
+pub const NOT_MIGRATED: &str = "database migrations are not applied";
+
 pub async fn readiness(pool: &PgPool) -> Result<(), &'static str> {
-    const NOT_MIGRATED: &str = "database migrations are not applied";
     let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
     let applied: Result<Option<i64>, sqlx::Error> =
         sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")

@@ -22,6 +22,9 @@ pub async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
 }
 
+/// How long readiness waits for the database.
+const READINESS_TIME_OUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Readiness: the database is reachable and its migrations are applied
 /// (`ready`); or the database became unreachable while serving
 /// (`degraded`): predictions of the applications in memory are still
@@ -35,13 +38,20 @@ pub async fn healthz() -> Json<Health> {
          content_type = "application/problem+json"),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
+    let degraded = || Ok(Json(Health { status: "degraded" }));
     if state.caches.degraded() {
-        return Ok(Json(Health { status: "degraded" }));
+        return degraded();
     }
-    db::readiness(&state.pool)
-        .await
-        .map_err(ApiError::Unavailable)?;
-    Ok(Json(Health { status: "ready" }))
+    // A database that hangs answers nothing: no answer within a second is
+    // an outage, as one that refuses (docs/operations.md).
+    match tokio::time::timeout(READINESS_TIME_OUT, db::readiness(&state.pool)).await {
+        Ok(Ok(())) => Ok(Json(Health { status: "ready" })),
+        Ok(Err(db::NOT_MIGRATED)) => Err(ApiError::Unavailable(db::NOT_MIGRATED)),
+        Ok(Err(_)) | Err(_) => {
+            state.caches.read_failed();
+            degraded()
+        }
+    }
 }
 
 /// Prometheus metrics (text exposition format): `http_requests_total` and

@@ -193,3 +193,113 @@ async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
     listener.abort();
     drop(cluster);
 }
+
+/// The processes of the cluster whose postmaster is `postmaster`: it and
+/// its children (the backends and background workers).
+fn cluster_processes(postmaster: i32) -> Vec<i32> {
+    let mut pids = vec![postmaster];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid …: comm may hold spaces, so after the last ')'.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if parent == Some(postmaster) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
+    for &pid in pids {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+    }
+}
+
+/// A database that hangs instead of refusing (every PostgreSQL process
+/// stopped with SIGSTOP, as a frozen server or a network dropping packets
+/// gives): the notification connection stays open and silent. The service
+/// still notices within a few seconds: /readyz says `degraded` (it used to
+/// time out and answer 503, taking every replica out of service), warm
+/// predictions are flagged, and once the database answers again all is
+/// back within about a second (not after the 5 s a failed read holds).
+#[tokio::test]
+async fn a_database_that_hangs_is_an_outage_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = start(dir.path()).await;
+    let connect = joulecast::db::embedded_options(cluster.layout()).database("postgres");
+    let pool = joulecast::db::pool_options(8)
+        .connect_with(connect)
+        .await
+        .unwrap();
+    joulecast::db::migrate(&pool).await.unwrap();
+    let state = http::AppState::new(pool.clone(), Settings::default());
+    let listener = tokio::spawn(joulecast::cache::listen(pool.clone(), state.caches.clone()));
+    let app = TestApp::with_router(pool, http::router_from(state)).await;
+    until(&app, "ready", Duration::from_secs(10)).await;
+    for n in [1, 2, 4, 8] {
+        app.ingest(&run("hang", &format!("h{n}"), n)).await;
+    }
+    // Queried after the writes' notifications have come back (each drops
+    // the application from memory), so that its model is in memory.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ask = "/v1/apps/hang/predictions?nodes=3";
+    let reply = app.get(ask, &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert!(!flags(&reply.body).contains(&"database_unavailable".to_owned()));
+
+    let pid_file = std::fs::read_to_string(cluster.layout().pg_dir.join("postmaster.pid")).unwrap();
+    let postmaster: i32 = pid_file.lines().next().unwrap().trim().parse().unwrap();
+    let frozen = cluster_processes(postmaster);
+    assert!(frozen.len() > 1, "{frozen:?}");
+    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
+    let hung = Instant::now();
+    // Probes as a load balancer sends them, each answered, and soon
+    // `degraded`, never a 503.
+    loop {
+        let asked = Instant::now();
+        let reply = app.call(Method::GET, "/readyz", None, None).await;
+        assert!(
+            asked.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            asked.elapsed()
+        );
+        if reply.status != StatusCode::OK {
+            signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
+            panic!("/readyz during the hang: {} {:#}", reply.status, reply.body);
+        }
+        if reply.body["status"] == "degraded" {
+            break;
+        }
+        assert!(hung.elapsed() < Duration::from_secs(5), "never degraded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reply = app.get(ask, &app.read).await;
+    signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let flagged = flags(&reply.body).contains(&"database_unavailable".to_owned());
+    assert!(flagged, "warm predictions are flagged: {:#}", reply.body);
+
+    let resumed = Instant::now();
+    until(&app, "ready", Duration::from_secs(3)).await;
+    let back = resumed.elapsed();
+    let reply = app.get(ask, &app.read).await;
+    assert!(!flags(&reply.body).contains(&"database_unavailable".to_owned()));
+    assert!(
+        back < Duration::from_millis(2500),
+        "ready again after {back:?}"
+    );
+    listener.abort();
+    drop(cluster);
+}
