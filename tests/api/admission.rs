@@ -951,6 +951,67 @@ async fn a_reservation_is_never_below_the_idle_power_it_releases() {
     );
 }
 
+/// Max-nodes holds to the limit what admission would reserve, and that is
+/// never below the idle power of the nodes: on the GPU partition (idle
+/// 400 W a node) the CPU history's 200 W a node does not make ten nodes
+/// fit under 2 kW, since admission reserves 4 kW for them. On the CPU
+/// partition (idle 90 W) the APC decides, as before.
+#[tokio::test]
+async fn max_nodes_holds_the_reservation_to_the_limit_not_below_idle() {
+    let app = two_kinds_of_nodes().await;
+    cap(&app, "site", json!({"limit_w": 1.0e6})).await;
+    let ask = |partition: &str| {
+        format!("/v1/apps/light/max-nodes?power_limit_w=2000&max_nodes=64&partition={partition}")
+    };
+    let gpu = app.get(&ask("hgx"), &app.read).await;
+    assert_eq!(gpu.status, StatusCode::OK, "{:#}", gpu.body);
+    let n = gpu.body["nodes"].as_u64().unwrap();
+    let reserved = gpu.body["reserved_w"].as_f64().unwrap();
+    assert_eq!(n, 5, "{:#}", gpu.body);
+    assert!((reserved - 2000.0).abs() < 1e-6, "{:#}", gpu.body);
+    assert!(
+        gpu.body["apc_w"].as_f64().unwrap() < reserved,
+        "{:#}",
+        gpu.body
+    );
+    // Admission reserves what max-nodes held to the limit, and one node
+    // more would not fit.
+    for (nodes, fits) in [(n, true), (n + 1, false)] {
+        let p = admit(
+            &app,
+            json!({"app": "light", "nodes": nodes, "partition": "hgx"}),
+        )
+        .await["power"]
+            .clone();
+        let held = p["predicted_apc_w"].as_f64().unwrap();
+        assert_eq!(held <= 2000.0 + 1e-6, fits, "{nodes}: {p:#}");
+        if fits {
+            assert!((held - reserved).abs() < 1e-6, "{p:#}");
+        }
+    }
+    let cpu = app.get(&ask("cpu"), &app.read).await;
+    assert_eq!(cpu.status, StatusCode::OK, "{:#}", cpu.body);
+    assert_eq!(cpu.body["reserved_w"], cpu.body["apc_w"], "{:#}", cpu.body);
+    assert!(cpu.body["nodes"].as_u64().unwrap() > n, "{:#}", cpu.body);
+    // Even the smallest count idles above a limit: said so.
+    let reply = app
+        .get(
+            "/v1/apps/light/max-nodes?power_limit_w=300&min_nodes=1&partition=hgx",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert!(reply.body["nodes"].is_null(), "{:#}", reply.body);
+    assert!(
+        reply.body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("idle at 400 W"),
+        "{:#}",
+        reply.body
+    );
+}
+
 /// An application never seen, on nodes registered without a vendor peak,
 /// reserves what those nodes were measured drawing, not 1000 W each; a
 /// node set's node never measured counts at the worst node's power, not the

@@ -68,8 +68,15 @@ pub struct MaxNodes {
     pub nodes: Option<u32>,
     /// The APC there, W.
     pub apc_w: Option<f64>,
-    /// The APC of the next node count, which exceeds the limit (absent at
-    /// the top of the range).
+    /// What admission reserves for a job of `nodes` in this scope, W: the
+    /// APC, or the idle power of that many of the scope's nodes if that is
+    /// more (the mean idle power of its registered nodes, 100 W for a node
+    /// registered without one; nothing without registered nodes). This is
+    /// what is held to the limit: a job's nodes draw at least their idle
+    /// power, which admission counts for them.
+    pub reserved_w: Option<f64>,
+    /// The APC of the next node count, whose reservation exceeds the limit
+    /// (absent at the top of the range).
     pub next_apc_w: Option<f64>,
     /// How the runs at a measured count were combined.
     pub aggregate: AggregateName,
@@ -88,7 +95,9 @@ pub struct MaxNodes {
 /// The largest node count whose predicted APC stays within a power limit.
 ///
 /// Every count of the range is checked (APC need not grow with n), at what
-/// predictions answer there: at a measured count, its runs. With
+/// predictions answer there: at a measured count, its runs. What is held to
+/// the limit is what admission would reserve: the APC, or the idle power
+/// of that many of the scope's nodes if that is more. With
 /// `bound=worst`, the APC is that of the worst n nodes of the classification,
 /// and the range stops at the scope's number of registered nodes.
 #[utoipa::path(get, path = "/v1/apps/{app}/max-nodes", tag = "capacity",
@@ -149,6 +158,28 @@ pub async fn max_nodes(
         workload: None,
     };
     let mut reason = None;
+    let partition = scope.partition.as_deref();
+    // The node registry, for the idle power admission reserves at the least
+    // (`Estimate::at_least_idle`). Through a database outage, a replica
+    // that never read it answers without that floor (flagged
+    // `database_unavailable`), as it answers the rest from memory.
+    let registry = match crate::service::power::registry(&state).await {
+        Ok(registry) => Some(registry),
+        Err(crate::service::Error::Unavailable(_))
+            if bound == Bound::Expected && state.caches.degraded() =>
+        {
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let idle_per_node_w = registry.as_ref().map_or(0.0, |r| {
+        r.idle_floor(
+            partition,
+            None,
+            1,
+            crate::service::power::DEFAULT_IDLE_POWER_W,
+        )
+    });
     let apc_at: Box<dyn Fn(u32) -> Prediction + Send + Sync> = match bound {
         // APC as the predictions give it: a measured count's runs, else the
         // models reconciled with EtS and TtS (`consistency::predict`), so
@@ -163,7 +194,6 @@ pub async fn max_nodes(
             })
         }
         Bound::Worst => {
-            let partition = scope.partition.as_deref();
             let Some(powers) =
                 crate::service::nodes::node_powers(&state, &scope.workload, partition).await?
             else {
@@ -176,9 +206,7 @@ pub async fn max_nodes(
                 ));
             };
             // There are no worst n nodes beyond the nodes there are.
-            let registered = crate::service::power::registry(&state)
-                .await?
-                .nodes_in(partition);
+            let registered = registry.as_ref().map_or(0, |r| r.nodes_in(partition));
             let registered = u32::try_from(registered).unwrap_or(u32::MAX);
             if registered < range.max_nodes {
                 range.max_nodes = registered.max(range.min_nodes);
@@ -212,31 +240,42 @@ pub async fn max_nodes(
         }
     };
     let limit_w = params.power_limit_w;
-    let (nodes, apc_w, next_apc_w, flags) = if reason.is_some() {
-        (None, None, None, Flags::default())
+    let reserved_at = move |n: u32, apc: f64| apc.max(idle_per_node_w * f64::from(n));
+    let (nodes, apc_w, reserved_w, next_apc_w, flags) = if reason.is_some() {
+        (None, None, None, None, Flags::default())
     } else {
         let nodes = range.min_nodes..=range.max_nodes;
         let (found, apc_at) = scan(&state, &range, move || {
-            let found = capacity::max_nodes(nodes, limit_w, |n| apc_at(n).value);
+            let found = capacity::max_nodes(nodes, limit_w, |n| reserved_at(n, apc_at(n).value));
             (found, apc_at)
         })
         .await?;
         match found {
-            Some((n, apc)) => (
-                Some(n),
-                Some(apc),
-                (n < range.max_nodes).then(|| apc_at(n + 1).value),
-                apc_at(n).flags,
-            ),
+            Some((n, reserved)) => {
+                let apc = apc_at(n);
+                (
+                    Some(n),
+                    Some(apc.value),
+                    Some(reserved),
+                    (n < range.max_nodes).then(|| apc_at(n + 1).value),
+                    apc.flags,
+                )
+            }
             None => {
                 let first = apc_at(range.min_nodes);
+                let reserved = reserved_at(range.min_nodes, first.value);
+                let (verb, drawn) = if reserved > first.value {
+                    ("idle at", reserved)
+                } else {
+                    ("predicted to draw", first.value)
+                };
                 reason = Some(format!(
-                    "even {} {} predicted to draw {} W, above the limit",
+                    "even {} {} {verb} {} W, above the limit",
                     crate::text::nodes(range.min_nodes),
                     if range.min_nodes == 1 { "is" } else { "are" },
-                    crate::text::whole(first.value)
+                    crate::text::whole(drawn)
                 ));
-                (None, None, None, first.flags)
+                (None, None, None, None, first.flags)
             }
         }
     };
@@ -247,6 +286,7 @@ pub async fn max_nodes(
         range,
         nodes,
         apc_w,
+        reserved_w,
         next_apc_w,
         aggregate,
         flags: flag_names(&state, flags),
