@@ -170,7 +170,7 @@ pub async fn max_nodes(
         {
             None
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     let idle_per_node_w = registry.as_ref().map_or(0.0, |r| {
         r.idle_floor(
