@@ -98,6 +98,11 @@ pub fn from_json_value<T: DeserializeOwned>(
     }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let (field, reason) = field_and_reason(e.path(), e.inner().to_string());
+        // The item itself is not what it should be (a number where an
+        // object belongs): name the item, as for an array.
+        if field == "body" && !prefix.is_empty() {
+            return vec![FieldError::new(prefix.to_owned(), reason)];
+        }
         vec![FieldError::new(field, reason).nested(prefix)]
     })
 }
@@ -482,6 +487,7 @@ mod mime_essence {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -569,6 +575,16 @@ mod tests {
         // Other reasons are left as they were.
         let error = from_json_slice::<Window>(br#"{"limit":"x"}"#).unwrap_err();
         assert!(!problem(error).1.contains("RFC 3339"));
+    }
+
+    #[test]
+    fn an_item_that_is_not_an_object_is_named_itself() {
+        for item in [json!(5), json!("x"), json!([])] {
+            let problems = from_json_value::<Inner>(item.clone(), "queries[0]").unwrap_err();
+            assert_eq!(problems[0].field, "queries[0]", "{item}");
+        }
+        let problems = from_json_value::<Inner>(json!({"nodes": "x"}), "queries[0]").unwrap_err();
+        assert_eq!(problems[0].field, "queries[0].nodes");
     }
 
     #[test]
