@@ -163,6 +163,8 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
 /// show to clients; the underlying error is logged.
 /// `readiness`'s answer when the migrations are not all applied.
 pub const NOT_MIGRATED: &str = "database migrations are not applied";
+/// `readiness`'s answer once the pool is closed: the service is stopping.
+pub const STOPPING: &str = "the service is stopping";
 
 pub async fn readiness(pool: &PgPool) -> Result<(), &'static str> {
     let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
@@ -176,6 +178,7 @@ pub async fn readiness(pool: &PgPool) -> Result<(), &'static str> {
         Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some("42P01") => {
             Err(NOT_MIGRATED)
         }
+        Err(sqlx::Error::PoolClosed) => Err(STOPPING),
         Err(error) => {
             tracing::warn!(%error, "readiness check: database unreachable");
             Err("database unreachable")

@@ -46,7 +46,7 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
     // an outage, as one that refuses (docs/operations.md).
     match tokio::time::timeout(READINESS_TIME_OUT, db::readiness(&state.pool)).await {
         Ok(Ok(())) => Ok(Json(Health { status: "ready" })),
-        Ok(Err(db::NOT_MIGRATED)) => Err(ApiError::Unavailable(db::NOT_MIGRATED)),
+        Ok(Err(reason @ (db::NOT_MIGRATED | db::STOPPING))) => Err(ApiError::Unavailable(reason)),
         Ok(Err(_)) | Err(_) => {
             state.caches.read_failed();
             degraded()

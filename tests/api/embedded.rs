@@ -478,20 +478,24 @@ fn sigterm_lets_in_flight_requests_finish_before_stopping() {
         .enable_all()
         .build()
         .unwrap();
-    // Make the readiness check wait on a lock held here.
+    // Make the listing of applications wait on a lock held here. (Not
+    // /readyz: it waits for the database at most a second.)
+    let token = std::fs::read_to_string(&layout.admin_token_file).unwrap();
+    let token = token.trim().to_owned();
     let options =
         joulecast::db::embedded_options(&layout).database(joulecast::db::EMBEDDED_DATABASE);
     let mut blocker = runtime.block_on(async {
         use sqlx::Connection;
         let mut conn = sqlx::PgConnection::connect_with(&options).await.unwrap();
         sqlx::query("BEGIN").execute(&mut conn).await.unwrap();
-        sqlx::query("LOCK TABLE _sqlx_migrations IN ACCESS EXCLUSIVE MODE")
+        sqlx::query("LOCK TABLE applications IN ACCESS EXCLUSIVE MODE")
             .execute(&mut conn)
             .await
             .unwrap();
         conn
     });
-    let in_flight = std::thread::spawn(move || http(port, "GET", "/readyz", None, None));
+    let in_flight =
+        std::thread::spawn(move || http(port, "GET", "/v1/apps", Some(token.as_str()), None));
     wait_until("the request waits on the lock", || {
         runtime.block_on(async {
             sqlx::query_scalar::<_, i64>("SELECT count(*) FROM pg_locks WHERE NOT granted")
