@@ -194,6 +194,9 @@ pub struct Caches {
     /// The notification connection is down: the database is taken for
     /// unreachable, and expired entries answer instead (see `stale_*`).
     degraded: std::sync::atomic::AtomicBool,
+    /// The database did not answer `probe` (or `/readyz`) in time, and has
+    /// not answered since (`set_answering`).
+    unanswered: std::sync::atomic::AtomicBool,
     /// When a read last failed for want of the database while the
     /// notification connection held (a pool time-out): ms after `started`,
     /// 0 for never. The database counts as unreachable for
@@ -233,6 +236,7 @@ impl Caches {
             hasher: foldhash::quality::RandomState::default(),
             generation,
             degraded: std::sync::atomic::AtomicBool::new(false),
+            unanswered: std::sync::atomic::AtomicBool::new(false),
             read_failed_at: AtomicU64::new(0),
             read_failure_hold: READ_FAILURE_HOLD,
             started: Instant::now(),
@@ -243,7 +247,9 @@ impl Caches {
     /// connection is lost and not yet back, or a read failed for want of
     /// the database less than `READ_FAILURE_HOLD` ago.
     pub fn degraded(&self) -> bool {
-        self.degraded.load(Ordering::SeqCst) || self.read_failing()
+        self.degraded.load(Ordering::SeqCst)
+            || self.unanswered.load(Ordering::SeqCst)
+            || self.read_failing()
     }
 
     fn read_failing(&self) -> bool {
@@ -271,13 +277,17 @@ impl Caches {
             .store(self.since_start_ms(), Ordering::SeqCst);
     }
 
-    /// The database answered again (`probe`): a failed read no longer
-    /// holds the service degraded.
-    pub fn read_recovered(&self) {
-        if self.read_failing() {
-            tracing::info!("database answering again");
+    /// Whether the database answers on a connection of its own (`probe`,
+    /// and `/readyz`): not answering is an outage until it answers again,
+    /// however the pool fares.
+    pub fn set_answering(&self, answering: bool) {
+        if self.unanswered.swap(!answering, Ordering::SeqCst) == answering {
+            if answering {
+                tracing::info!("database answering again");
+            } else {
+                tracing::warn!("database not answering: serving what is in memory");
+            }
         }
-        self.read_failed_at.store(0, Ordering::SeqCst);
     }
 
     pub fn set_degraded(&self, degraded: bool) {
@@ -522,8 +532,10 @@ const PROBE_TIME_OUT: Duration = Duration::from_secs(1);
 /// connection open and silent, and warm predictions read nothing: without
 /// the probe the service would not know, and `/readyz` would time out
 /// instead of saying `degraded`. An answer missing for `PROBE_TIME_OUT`
-/// counts as a failed read (`Caches::read_failed`); the first answer after
-/// ends that at once, rather than after the read failure's hold.
+/// is an outage until the next answer (`Caches::set_answering`), which
+/// ends it at once. (A read that fails in the pool holds the service
+/// degraded for its own while, `Caches::read_failed`: under overload the
+/// database answers the probe, and what is in memory should still answer.)
 async fn probe(pool: PgPool, caches: Arc<Caches>, every: Duration) {
     use sqlx::Connection;
     let options = pool.connect_options();
@@ -542,15 +554,15 @@ async fn probe(pool: PgPool, caches: Arc<Caches>, every: Duration) {
         match asked {
             Ok(Ok(c)) => {
                 connection = Some(c);
-                caches.read_recovered();
+                caches.set_answering(true);
             }
             Ok(Err(error)) => {
                 tracing::debug!(%error, "database probe failed");
-                caches.read_failed();
+                caches.set_answering(false);
             }
             Err(_) => {
                 tracing::debug!("database probe: no answer within its time-out");
-                caches.read_failed();
+                caches.set_answering(false);
             }
         }
     }
@@ -826,11 +838,11 @@ mod tests {
         assert!(caches.degraded());
         caches.set_degraded(false);
         assert!(!caches.degraded());
-        // An answer of the database ends the hold at once.
-        caches.read_failure_hold = Duration::from_secs(60);
-        caches.read_failed();
+        // A database that does not answer the probe: degraded until it does.
+        caches.set_answering(false);
+        std::thread::sleep(Duration::from_millis(150));
         assert!(caches.degraded());
-        caches.read_recovered();
+        caches.set_answering(true);
         assert!(!caches.degraded());
     }
 }

@@ -159,13 +159,13 @@ pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {
         .context("applying database migrations")
 }
 
-/// Why the database is not ready to serve, if it is not. The reason is fit to
-/// show to clients; the underlying error is logged.
 /// `readiness`'s answer when the migrations are not all applied.
 pub const NOT_MIGRATED: &str = "database migrations are not applied";
 /// `readiness`'s answer once the pool is closed: the service is stopping.
 pub const STOPPING: &str = "the service is stopping";
 
+/// Why the database is not ready to serve, if it is not. The reason is fit to
+/// show to clients; the underlying error is logged.
 pub async fn readiness(pool: &PgPool) -> Result<(), &'static str> {
     let latest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
     let applied: Result<Option<i64>, sqlx::Error> =

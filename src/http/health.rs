@@ -48,7 +48,8 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Health>> {
         Ok(Ok(())) => Ok(Json(Health { status: "ready" })),
         Ok(Err(reason @ (db::NOT_MIGRATED | db::STOPPING))) => Err(ApiError::Unavailable(reason)),
         Ok(Err(_)) | Err(_) => {
-            state.caches.read_failed();
+            // Until the probe's next answer (`cache::listen`).
+            state.caches.set_answering(false);
             degraded()
         }
     }
