@@ -27,6 +27,22 @@ async fn start(dir: &std::path::Path) -> Cluster {
         .unwrap_or_else(|e| panic!("cannot start PostgreSQL: {e}"))
 }
 
+/// The service on `cluster`, migrated, following its notifications and
+/// probing it as `joulecast serve` does, once ready.
+async fn serve(cluster: &Cluster, settings: Settings) -> (TestApp, tokio::task::JoinHandle<()>) {
+    let connect = joulecast::db::embedded_options(cluster.layout()).database("postgres");
+    let pool = joulecast::db::pool_options(8)
+        .connect_with(connect)
+        .await
+        .unwrap();
+    joulecast::db::migrate(&pool).await.unwrap();
+    let state = http::AppState::new(pool.clone(), settings);
+    let listener = tokio::spawn(joulecast::cache::listen(pool.clone(), state.caches.clone()));
+    let app = TestApp::with_router(pool, http::router_from(state)).await;
+    until(&app, "ready", Duration::from_secs(10)).await;
+    (app, listener)
+}
+
 async fn readiness(app: &TestApp) -> String {
     let reply = app.call(Method::GET, "/readyz", None, None).await;
     reply.body["status"]
@@ -61,20 +77,11 @@ fn flags(reply: &Value) -> Vec<String> {
 async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let mut cluster = start(dir.path()).await;
-    let connect = joulecast::db::embedded_options(cluster.layout()).database("postgres");
-    let pool = joulecast::db::pool_options(8)
-        .connect_with(connect)
-        .await
-        .unwrap();
-    joulecast::db::migrate(&pool).await.unwrap();
     let settings = Settings {
         cache_ttl: Duration::from_millis(500),
         ..Default::default()
     };
-    let state = http::AppState::new(pool.clone(), settings);
-    let listener = tokio::spawn(joulecast::cache::listen(pool.clone(), state.caches.clone()));
-    let app = TestApp::with_router(pool, http::router_from(state)).await;
-    until(&app, "ready", Duration::from_secs(10)).await;
+    let (app, listener) = serve(&cluster, settings).await;
     for n in [1, 2, 4, 8] {
         app.ingest(&run("lin", &format!("h{n}"), n)).await;
     }
@@ -238,16 +245,7 @@ fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
 async fn a_database_that_hangs_is_an_outage_too() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = start(dir.path()).await;
-    let connect = joulecast::db::embedded_options(cluster.layout()).database("postgres");
-    let pool = joulecast::db::pool_options(8)
-        .connect_with(connect)
-        .await
-        .unwrap();
-    joulecast::db::migrate(&pool).await.unwrap();
-    let state = http::AppState::new(pool.clone(), Settings::default());
-    let listener = tokio::spawn(joulecast::cache::listen(pool.clone(), state.caches.clone()));
-    let app = TestApp::with_router(pool, http::router_from(state)).await;
-    until(&app, "ready", Duration::from_secs(10)).await;
+    let (app, listener) = serve(&cluster, Settings::default()).await;
     for n in [1, 2, 4, 8] {
         app.ingest(&run("hang", &format!("h{n}"), n)).await;
     }
