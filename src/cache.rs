@@ -521,9 +521,11 @@ pub async fn listen(pool: PgPool, caches: Arc<Caches>) {
     );
 }
 
-/// How often `probe` asks the database, and how long it waits for it.
+/// How often `probe` asks the database, how long it waits for an answer,
+/// and for a new connection (TLS and authentication take round trips).
 const PROBE_EVERY: Duration = Duration::from_millis(500);
 const PROBE_TIME_OUT: Duration = Duration::from_secs(1);
+const PROBE_CONNECT_TIME_OUT: Duration = Duration::from_secs(5);
 
 /// Ask the database `SELECT 1` every `every`, on a connection of its own
 /// (so that a pool taken up by load is not mistaken for an outage). A
@@ -532,7 +534,7 @@ const PROBE_TIME_OUT: Duration = Duration::from_secs(1);
 /// connection open and silent, and warm predictions read nothing: without
 /// the probe the service would not know, and `/readyz` would time out
 /// instead of saying `degraded`. An answer missing for `PROBE_TIME_OUT`
-/// is an outage until the next answer (`Caches::set_answering`), which
+/// (a new connection for `PROBE_CONNECT_TIME_OUT`) is an outage until the next answer (`Caches::set_answering`), which
 /// ends it at once. (A read that fails in the pool holds the service
 /// degraded for its own while, `Caches::read_failed`: under overload the
 /// database answers the probe, and what is in memory should still answer.)
@@ -542,26 +544,35 @@ async fn probe(pool: PgPool, caches: Arc<Caches>, every: Duration) {
     let mut connection: Option<sqlx::PgConnection> = None;
     loop {
         tokio::time::sleep(every).await;
-        let asked = tokio::time::timeout(PROBE_TIME_OUT, async {
+        let asked = async {
             let mut c = match connection.take() {
                 Some(c) => c,
-                None => sqlx::PgConnection::connect_with(&options).await?,
+                None => tokio::time::timeout(
+                    PROBE_CONNECT_TIME_OUT,
+                    sqlx::PgConnection::connect_with(&options),
+                )
+                .await
+                .map_err(|_| sqlx::Error::PoolTimedOut)??,
             };
-            sqlx::query("SELECT 1").execute(&mut c).await?;
+            tokio::time::timeout(PROBE_TIME_OUT, sqlx::query("SELECT 1").execute(&mut c))
+                .await
+                .map_err(|_| sqlx::Error::PoolTimedOut)??;
             Ok::<_, sqlx::Error>(c)
-        })
+        }
         .await;
         match asked {
-            Ok(Ok(c)) => {
+            Ok(c) => {
                 connection = Some(c);
                 caches.set_answering(true);
             }
-            Ok(Err(error)) => {
-                tracing::debug!(%error, "database probe failed");
-                caches.set_answering(false);
+            // The server answered, with an error (too many clients, say):
+            // it is not hung, and the pool's reads speak for themselves.
+            Err(sqlx::Error::Database(error)) => {
+                tracing::debug!(%error, "database probe refused");
+                caches.set_answering(true);
             }
-            Err(_) => {
-                tracing::debug!("database probe: no answer within its time-out");
+            Err(error) => {
+                tracing::debug!(%error, "database probe: no answer");
                 caches.set_answering(false);
             }
         }
@@ -844,5 +855,11 @@ mod tests {
         assert!(caches.degraded());
         caches.set_answering(true);
         assert!(!caches.degraded());
+        // The probe's answer does not end a failed pool read's hold: under
+        // overload the database answers, and memory should still serve.
+        caches.read_failure_hold = Duration::from_secs(60);
+        caches.read_failed();
+        caches.set_answering(true);
+        assert!(caches.degraded());
     }
 }

@@ -293,7 +293,7 @@ fn explain_time(reason: String) -> String {
     if TIME_ERRORS.iter().any(|e| reason.starts_with(e)) {
         format!(
             "is not a time in RFC 3339 form with its zone, such as 2026-11-29T10:00:00Z \
-             or 2026-11-29T11:00:00+01:00 ({reason})"
+             or 2026-11-29T11:00:00+01:00 (in a query, + written %2B) ({reason})"
         )
     } else {
         reason

@@ -59,6 +59,27 @@ async fn until(app: &TestApp, status: &str, within: Duration) {
     }
 }
 
+/// Until a warm prediction at `ask` is flagged `database_unavailable` (the
+/// service takes the database for unreachable: its notification
+/// connection or its probe; `/readyz` may say `degraded` a moment sooner,
+/// from its own check).
+async fn until_flagged(app: &TestApp, ask: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let reply = app.get(ask, &app.read).await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        if flags(&reply.body).contains(&"database_unavailable".to_owned()) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "warm predictions never flagged: {:#}",
+            reply.body
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn flags(reply: &Value) -> Vec<String> {
     reply["predictions"]
         .as_array()
@@ -114,6 +135,7 @@ async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
     .await
     .unwrap();
     until(&app, "degraded", Duration::from_secs(5)).await;
+    until_flagged(&app, asks[0], Duration::from_secs(3)).await;
 
     // Longer than the caches' time-to-live: what is in memory answers.
     let outage = Instant::now();
@@ -234,6 +256,24 @@ fn signal_all(pids: &[i32], signal: nix::sys::signal::Signal) {
     }
 }
 
+/// Processes stopped with SIGSTOP, resumed when this is dropped: a failed
+/// assertion must not leave a frozen PostgreSQL behind (its cluster's
+/// shutdown would hang).
+struct Frozen(Vec<i32>);
+
+impl Frozen {
+    fn stop(pids: Vec<i32>) -> Frozen {
+        signal_all(&pids, nix::sys::signal::Signal::SIGSTOP);
+        Frozen(pids)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal_all(&self.0, nix::sys::signal::Signal::SIGCONT);
+    }
+}
+
 /// A database that hangs instead of refusing (every PostgreSQL process
 /// stopped with SIGSTOP, as a frozen server or a network dropping packets
 /// gives): the notification connection stays open and silent. The service
@@ -261,7 +301,7 @@ async fn a_database_that_hangs_is_an_outage_too() {
     let postmaster: i32 = pid_file.lines().next().unwrap().trim().parse().unwrap();
     let frozen = cluster_processes(postmaster);
     assert!(frozen.len() > 1, "{frozen:?}");
-    signal_all(&frozen, nix::sys::signal::Signal::SIGSTOP);
+    let frozen = Frozen::stop(frozen);
     let hung = Instant::now();
     // Probes as a load balancer sends them, each answered, and soon
     // `degraded`, never a 503.
@@ -273,21 +313,22 @@ async fn a_database_that_hangs_is_an_outage_too() {
             "{:?}",
             asked.elapsed()
         );
-        if reply.status != StatusCode::OK {
-            signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
-            panic!("/readyz during the hang: {} {:#}", reply.status, reply.body);
-        }
+        assert_eq!(
+            reply.status,
+            StatusCode::OK,
+            "during the hang: {:#}",
+            reply.body
+        );
         if reply.body["status"] == "degraded" {
             break;
         }
         assert!(hung.elapsed() < Duration::from_secs(5), "never degraded");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let reply = app.get(ask, &app.read).await;
-    signal_all(&frozen, nix::sys::signal::Signal::SIGCONT);
-    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
-    let flagged = flags(&reply.body).contains(&"database_unavailable".to_owned());
-    assert!(flagged, "warm predictions are flagged: {:#}", reply.body);
+    // The probe takes the database for unreachable: warm predictions are
+    // answered, and flagged.
+    until_flagged(&app, ask, Duration::from_secs(5)).await;
+    drop(frozen);
 
     let resumed = Instant::now();
     until(&app, "ready", Duration::from_secs(3)).await;

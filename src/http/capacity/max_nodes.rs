@@ -63,17 +63,18 @@ pub struct MaxNodes {
     pub power_limit_w: f64,
     pub bound: Bound,
     pub range: SearchRange,
-    /// The largest node count whose APC stays within the limit; `null` when
-    /// even the smallest of the range exceeds it.
+    /// The largest node count whose reservation (`reserved_w`) stays within
+    /// the limit; `null` when even the smallest of the range exceeds it.
     pub nodes: Option<u32>,
     /// The APC there, W.
     pub apc_w: Option<f64>,
-    /// What admission reserves for a job of `nodes` in this scope, W: the
-    /// APC, or the idle power of that many of the scope's nodes if that is
-    /// more (the mean idle power of its registered nodes, 100 W for a node
-    /// registered without one; nothing without registered nodes). This is
-    /// what is held to the limit: a job's nodes draw at least their idle
-    /// power, which admission counts for them.
+    /// What is held to the limit, W: the APC (of `bound`), or the idle power
+    /// of `nodes` of the scope's nodes if that is more (the mean idle power
+    /// of its registered nodes, 100 W for a node registered without one;
+    /// nothing without registered nodes). A job's nodes draw at least their
+    /// idle power, and admission never reserves less. (Where the scope's
+    /// nodes are classified, admission reserves the worst-node bound, which
+    /// `bound=worst` gives.)
     pub reserved_w: Option<f64>,
     /// The APC of the next node count, whose reservation exceeds the limit
     /// (absent at the top of the range).
@@ -92,7 +93,7 @@ pub struct MaxNodes {
     pub models: ModelsUsed,
 }
 
-/// The largest node count whose predicted APC stays within a power limit.
+/// The largest node count whose reservation stays within a power limit.
 ///
 /// Every count of the range is checked (APC need not grow with n), at what
 /// predictions answer there: at a measured count, its runs. What is held to
@@ -240,7 +241,14 @@ pub async fn max_nodes(
         }
     };
     let limit_w = params.power_limit_w;
-    let reserved_at = move |n: u32, apc: f64| apc.max(idle_per_node_w * f64::from(n));
+    // A value that is not a number stays one, for the scan to pass over.
+    let reserved_at = move |n: u32, apc: f64| {
+        if apc.is_finite() {
+            apc.max(idle_per_node_w * f64::from(n))
+        } else {
+            apc
+        }
+    };
     let (nodes, apc_w, reserved_w, next_apc_w, flags) = if reason.is_some() {
         (None, None, None, None, Flags::default())
     } else {
