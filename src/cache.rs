@@ -552,11 +552,11 @@ async fn probe(pool: PgPool, caches: Arc<Caches>, every: Duration) {
                     sqlx::PgConnection::connect_with(&options),
                 )
                 .await
-                .map_err(|_| sqlx::Error::PoolTimedOut)??,
+                .map_err(|_| timed_out())??,
             };
             tokio::time::timeout(PROBE_TIME_OUT, sqlx::query("SELECT 1").execute(&mut c))
                 .await
-                .map_err(|_| sqlx::Error::PoolTimedOut)??;
+                .map_err(|_| timed_out())??;
             Ok::<_, sqlx::Error>(c)
         }
         .await;
@@ -577,6 +577,11 @@ async fn probe(pool: PgPool, caches: Arc<Caches>, every: Duration) {
             }
         }
     }
+}
+
+/// The probe's time-out, as the I/O error it is.
+fn timed_out() -> sqlx::Error {
+    sqlx::Error::Io(std::io::ErrorKind::TimedOut.into())
 }
 
 /// `listen`'s notifications.

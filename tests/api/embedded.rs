@@ -567,13 +567,7 @@ fn committed_runs_survive_a_crash_of_service_and_database() {
 
     // A power cut: the server and the service die without any shutdown.
     let pid_file = layout.pg_dir.join("postmaster.pid");
-    let postmaster: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let postmaster = crate::support::postmaster_pid(&layout);
     kill(Pid::from_raw(postmaster), Signal::SIGKILL).unwrap();
     service.signal(Signal::SIGKILL);
     drop(service);

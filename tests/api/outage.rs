@@ -297,9 +297,7 @@ async fn a_database_that_hangs_is_an_outage_too() {
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     assert!(!flags(&reply.body).contains(&"database_unavailable".to_owned()));
 
-    let pid_file = std::fs::read_to_string(cluster.layout().pg_dir.join("postmaster.pid")).unwrap();
-    let postmaster: i32 = pid_file.lines().next().unwrap().trim().parse().unwrap();
-    let frozen = cluster_processes(postmaster);
+    let frozen = cluster_processes(crate::support::postmaster_pid(cluster.layout()));
     assert!(frozen.len() > 1, "{frozen:?}");
     let frozen = Frozen::stop(frozen);
     let hung = Instant::now();

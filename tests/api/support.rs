@@ -383,6 +383,13 @@ impl TestApp {
 }
 
 /// A valid run; tests change what they need.
+/// The pid of the PostgreSQL postmaster serving `layout`'s cluster (the
+/// first line of its `postmaster.pid`).
+pub fn postmaster_pid(layout: &joulecast::embedded::Layout) -> i32 {
+    let text = std::fs::read_to_string(layout.pg_dir.join("postmaster.pid")).unwrap();
+    text.lines().next().unwrap().trim().parse().unwrap()
+}
+
 pub fn run(app: &str, job_id: &str, nodes: i64) -> Value {
     serde_json::json!({
         "app": app,
