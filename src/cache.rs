@@ -25,7 +25,7 @@ use sqlx::postgres::PgListener;
 use crate::predict::{NodePowers, Tally};
 use crate::store::apps::AppRow;
 use crate::store::notify::{self, Change};
-use crate::store::power::Load;
+use crate::store::power::{Load, Registry};
 use crate::telemetry::{Lookup, count_lookup};
 use crate::tokens::Scope;
 
@@ -184,6 +184,10 @@ pub struct Caches {
     node_powers: TtlMap<PowersKey, Option<Arc<NodePowers>>>,
     /// Running jobs and node idle powers, for admission.
     load: TtlMap<(), Arc<Load>>,
+    /// The node registry alone (partitions, idle powers), which node
+    /// changes drop but job changes do not: predictions and max-nodes
+    /// read it, and need not wait for the running jobs after every start.
+    registry: TtlMap<(), Arc<Registry>>,
     /// Rendered prediction answers by request target (path and query),
     /// with whether they were made during an outage. Their own generation:
     /// the load changes with every job, and answers do not depend on it.
@@ -231,6 +235,7 @@ impl Caches {
             app_reads: AtomicU64::new(0),
             node_powers: TtlMap::new(ttl, &generation),
             load: TtlMap::new(ttl, &generation),
+            registry: TtlMap::new(ttl, &generation),
             answers: TtlMap::bounded(ttl, &Generation::default(), MAX_ANSWERS),
             rendered: Mutex::default(),
             hasher: foldhash::quality::RandomState::default(),
@@ -404,11 +409,12 @@ impl Caches {
         self.node_powers.put(key, entry, read_at);
     }
 
-    /// Node changes drop the node powers, the load (idle powers) and the
-    /// rendered answers (APC bounds, node sets).
+    /// Node changes drop the node powers, the registry, the load (idle
+    /// powers) and the rendered answers (APC bounds, node sets).
     pub fn forget_nodes(&self) {
         self.node_powers.clear();
         self.answers.clear();
+        self.registry.clear();
         self.forget_load();
     }
 
@@ -419,11 +425,6 @@ impl Caches {
         counted(Lookup::Load, fresh)
     }
 
-    /// The load as last read, however long ago: outages only.
-    pub fn stale_load(&self) -> Option<Arc<Load>> {
-        self.load.stale(&())
-    }
-
     /// Cache the load read at generation `read_at`.
     pub fn put_load(&self, entry: Arc<Load>, read_at: u64) {
         self.load.put((), entry, read_at);
@@ -431,6 +432,21 @@ impl Caches {
 
     pub fn forget_load(&self) {
         self.load.clear();
+    }
+
+    /// The node registry, if one is cached.
+    pub fn registry(&self) -> Option<Arc<Registry>> {
+        counted(Lookup::Registry, self.registry.fresh(&()))
+    }
+
+    /// The node registry as last read, however long ago: outages only.
+    pub fn stale_registry(&self) -> Option<Arc<Registry>> {
+        self.registry.stale(&())
+    }
+
+    /// Cache the node registry read at generation `read_at`.
+    pub fn put_registry(&self, entry: Arc<Registry>, read_at: u64) {
+        self.registry.put((), entry, read_at);
     }
 
     /// The answers' generation: take it before computing an answer, and
@@ -678,7 +694,7 @@ mod tests {
     #[test]
     fn every_map_refuses_what_was_read_before_an_invalidation() {
         let caches = Caches::new(Duration::from_secs(60));
-        let load = || Arc::new(Load::new(Vec::new(), Vec::new()));
+        let load = || Arc::new(Load::default());
         let read_at = caches.generation();
         caches.apply(&Change::Nodes.payload());
         caches.put_load(load(), read_at);
@@ -694,6 +710,25 @@ mod tests {
         assert!(caches.load(Utc::now()).is_some());
         caches.apply(&Change::Load.payload());
         assert!(caches.load(Utc::now()).is_none());
+    }
+
+    #[test]
+    fn job_changes_keep_the_node_registry_and_node_changes_drop_it() {
+        let caches = Caches::new(Duration::from_secs(60));
+        let registry = Arc::new(Registry::default());
+        caches.put_registry(registry.clone(), caches.generation());
+        caches.put_load(Arc::new(Load::default()), caches.generation());
+        caches.apply(&Change::Load.payload());
+        assert!(caches.load(Utc::now()).is_none());
+        assert!(caches.registry().is_some());
+        caches.apply(&Change::Nodes.payload());
+        assert!(caches.registry().is_none());
+        assert!(caches.stale_registry().is_none());
+        // One read before a node change is not kept after it.
+        let read_at = caches.generation();
+        caches.forget_nodes();
+        caches.put_registry(registry, read_at);
+        assert!(caches.registry().is_none());
     }
 
     #[test]

@@ -121,6 +121,8 @@ pub enum Lookup {
     Application,
     NodePowers,
     Load,
+    /// The node registry alone (`Caches::registry`).
+    Registry,
     /// A rendered prediction answer (`Caches::answer`).
     Answer,
     /// A fitted model (`predict::Models`): a miss is a fit.
@@ -128,11 +130,12 @@ pub enum Lookup {
 }
 
 impl Lookup {
-    const ALL: [Lookup; 6] = [
+    const ALL: [Lookup; 7] = [
         Lookup::Token,
         Lookup::Application,
         Lookup::NodePowers,
         Lookup::Load,
+        Lookup::Registry,
         Lookup::Answer,
         Lookup::Model,
     ];
@@ -143,6 +146,7 @@ impl Lookup {
             Lookup::Application => "application",
             Lookup::NodePowers => "node_powers",
             Lookup::Load => "load",
+            Lookup::Registry => "registry",
             Lookup::Answer => "answer",
             Lookup::Model => "model",
         }

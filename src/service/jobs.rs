@@ -238,16 +238,16 @@ pub(crate) struct Estimate {
 
 impl Estimate {
     /// The estimate with its reservation at least the idle power of the
-    /// job's nodes (`Load::idle_floor`), which the load counts for them
+    /// job's nodes (`power::idle_floor`), which the load counts for them
     /// until the job holds them: a reservation below it would raise the
     /// headroom by admitting the job (as a history measured on other
     /// nodes, carried to a partition whose nodes idle higher, did).
     pub(crate) fn at_least_idle(&self, load: &Load, scope: &NodeScope, nodes: u32) -> Estimate {
-        let idle = load.idle_floor(
+        let idle = super::power::idle_floor(
+            load.registry(),
             scope.partition.as_deref(),
             scope.list.as_deref(),
             nodes,
-            super::power::DEFAULT_IDLE_POWER_W,
         );
         Estimate {
             reserved_w: self.reserved_w.max(idle),

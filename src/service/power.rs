@@ -10,10 +10,23 @@ use utoipa::ToSchema;
 use super::caps::PowerCap;
 use super::{Result, Service};
 use crate::domain::ReservedBasis;
-use crate::store::{self, power::Draw, power::Load, power::Nodes};
+use crate::store::{self, power::Draw, power::Load, power::Nodes, power::Registry};
 
 /// Idle draw of a registered node whose idle power is not recorded, W.
 pub const DEFAULT_IDLE_POWER_W: f64 = 100.0;
+
+/// The idle power `nodes` nodes of `partition` (or the nodes of `list`)
+/// draw at least, those without a recorded idle power at
+/// `DEFAULT_IDLE_POWER_W` (`Registry::idle_floor`): what admission reserves
+/// for a job at the least, and max-nodes holds to the limit.
+pub fn idle_floor(
+    registry: &Registry,
+    partition: Option<&str>,
+    list: Option<&[String]>,
+    nodes: u32,
+) -> f64 {
+    registry.idle_floor(partition, list, nodes, DEFAULT_IDLE_POWER_W)
+}
 
 /// A running job's share of the draw.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -123,42 +136,59 @@ pub async fn headroom(
 /// changed (see `cache`). During an outage, an error: admission must not
 /// decide from a stale view of the running jobs (docs/operations.md).
 pub async fn current_load(service: &Service) -> Result<Arc<Load>> {
-    read_load(service, false).await
-}
-
-/// The load for its node registry alone (a prediction's node list): during
-/// an outage, as last read, like the node powers the prediction uses.
-pub async fn registry(service: &Service) -> Result<Arc<Load>> {
-    read_load(service, true).await
-}
-
-async fn read_load(service: &Service, stale_in_outage: bool) -> Result<Arc<Load>> {
     if let Some(load) = service.caches.load(Utc::now()) {
         return Ok(load);
     }
-    let stale = || {
-        stale_in_outage
-            .then(|| service.caches.stale_load())
-            .flatten()
-    };
-    if service.caches.degraded()
-        && let Some(load) = stale()
-    {
-        return Ok(load);
-    }
     let read_at = service.caches.generation();
+    // The registry changes with the nodes, not with every job.
+    let known = service.caches.registry();
     // Boxed: the cached path's future need not hold the read's.
     let read = Box::pin(async {
         let mut conn = service.pool.acquire().await?;
-        store::power::load(&mut conn, service.settings.expiry, Utc::now()).await
+        let registry = match known {
+            Some(registry) => registry,
+            None => Arc::new(store::power::registry(&mut conn).await?),
+        };
+        store::power::load_jobs(&mut conn, service.settings.expiry, Utc::now(), registry).await
     })
     .await;
     let load = match read {
         Ok(load) => Arc::new(load),
-        Err(e) => return service.stale_or(e, stale()),
+        Err(e) => return service.stale_or(e, None),
     };
+    service
+        .caches
+        .put_registry(load.registry().clone(), read_at);
     service.caches.put_load(load.clone(), read_at);
     Ok(load)
+}
+
+/// The node registry (a prediction's partition and node list, max-nodes'
+/// idle floor): from memory until the nodes change, whatever the jobs do;
+/// during an outage, as last read, like the node powers the prediction
+/// uses.
+pub async fn registry(service: &Service) -> Result<Arc<Registry>> {
+    if let Some(registry) = service.caches.registry() {
+        return Ok(registry);
+    }
+    let stale = || service.caches.stale_registry();
+    if service.caches.degraded()
+        && let Some(registry) = stale()
+    {
+        return Ok(registry);
+    }
+    let read_at = service.caches.generation();
+    let read = Box::pin(async {
+        let mut conn = service.pool.acquire().await?;
+        store::power::registry(&mut conn).await
+    })
+    .await;
+    let registry = match read {
+        Ok(registry) => Arc::new(registry),
+        Err(e) => return service.stale_or(e, stale()),
+    };
+    service.caches.put_registry(registry.clone(), read_at);
+    Ok(registry)
 }
 
 /// What a scope's power is counted from, read from the load once: the

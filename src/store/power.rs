@@ -3,6 +3,7 @@
 
 pub use crate::config::Expiry;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
@@ -74,14 +75,35 @@ pub struct NodeIdle {
 }
 
 /// Every running job whose reservation has not ended at `now` (`expiry`),
-/// and every registered node, as the power totals need them. The end is
-/// `Expiry::ends_at`, as a job's `expired` flag and the headroom's
-/// breakdown read it, and against the caller's `now`, not the database's:
-/// the totals and the breakdown of one answer agree at the edge.
+/// and every registered node, as the power totals need them (read in that
+/// order, in the caller's transaction).
 pub async fn load(
     conn: &mut PgConnection,
     expiry: Expiry,
     now: DateTime<Utc>,
+) -> sqlx::Result<Load> {
+    let registry = Arc::new(registry(&mut *conn).await?);
+    load_jobs(conn, expiry, now, registry).await
+}
+
+/// The node registry: every registered node's partition and idle power.
+pub async fn registry(conn: &mut PgConnection) -> sqlx::Result<Registry> {
+    let nodes: Vec<NodeIdle> = sqlx::query_as("SELECT name, partition, idle_power_w FROM nodes")
+        .fetch_all(conn)
+        .await?;
+    Ok(Registry::new(nodes))
+}
+
+/// Every running job whose reservation has not ended at `now` (`expiry`),
+/// over `registry`. The end is `Expiry::ends_at`, as a job's `expired` flag
+/// and the headroom's breakdown read it, and against the caller's `now`,
+/// not the database's: the totals and the breakdown of one answer agree at
+/// the edge.
+pub async fn load_jobs(
+    conn: &mut PgConnection,
+    expiry: Expiry,
+    now: DateTime<Utc>,
+    registry: Arc<Registry>,
 ) -> sqlx::Result<Load> {
     // The database leaves out what ended well before (a minute's margin for
     // the two clocks and roundings); the rest is decided below.
@@ -96,16 +118,13 @@ pub async fn load(
     .bind(expiry.max_s)
     .bind(Expiry::LONGEST_S)
     .bind(now)
-    .fetch_all(&mut *conn)
+    .fetch_all(conn)
     .await?;
     for job in &mut jobs {
         job.expires_at = expiry.ends_at(job.started_at, job.time_limit_s);
     }
     jobs.retain(|job| job.expires_at > now);
-    let nodes: Vec<NodeIdle> = sqlx::query_as("SELECT name, partition, idle_power_w FROM nodes")
-        .fetch_all(&mut *conn)
-        .await?;
-    Ok(Load::new(jobs, nodes))
+    Ok(Load::new(jobs, registry))
 }
 
 /// The idle powers of a set of registered nodes.
@@ -116,13 +135,12 @@ struct IdleSum {
     unknown: usize,
 }
 
-/// The running jobs and registered nodes at one moment.
+/// The registered nodes: their partitions and idle powers. It changes only
+/// with the registry, not with every job, so it is kept in memory apart
+/// from the running jobs (`cache`).
 #[derive(Debug, Clone, Default)]
-pub struct Load {
-    jobs: Vec<JobLoad>,
+pub struct Registry {
     nodes: Vec<NodeIdle>,
-    /// Nodes some job names.
-    held: HashSet<String>,
     /// Every registered node's name, with its partition and idle power.
     registered: HashMap<String, (Option<String>, Option<f64>)>,
     /// Per partition that registered nodes are in, their idle powers: how
@@ -130,23 +148,75 @@ pub struct Load {
     idle: HashMap<String, IdleSum>,
     /// The same of the registered nodes in no partition.
     unpartitioned: IdleSum,
+}
+
+/// The running jobs and registered nodes at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Load {
+    jobs: Vec<JobLoad>,
+    registry: Arc<Registry>,
+    /// Nodes some job names.
+    held: HashSet<String>,
     /// The earliest end of the jobs' reservations.
     first_expiry: Option<DateTime<Utc>>,
 }
 
 impl Load {
-    pub fn new(jobs: Vec<JobLoad>, nodes: Vec<NodeIdle>) -> Load {
+    pub fn new(jobs: Vec<JobLoad>, registry: Arc<Registry>) -> Load {
         let held = jobs
             .iter()
             .filter_map(|j| j.node_list.as_ref())
             .flatten()
             .cloned()
             .collect();
+        let first_expiry = jobs.iter().map(|j| j.expires_at).min();
+        Load {
+            jobs,
+            registry,
+            held,
+            first_expiry,
+        }
+    }
+
+    /// The registered nodes the load counts.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Whether every reservation read is still in force at `now`: a load
+    /// kept in memory past the first one's end would count that job on (in
+    /// admission and budgets, while headroom, read afresh, no longer did).
+    pub fn current_at(&self, now: DateTime<Utc>) -> bool {
+        self.first_expiry.is_none_or(|end| now < end)
+    }
+
+    /// The load at a later time `at`, as far as it is known now: without the
+    /// jobs whose reservations end by then (their nodes idle again).
+    pub fn at(&self, at: DateTime<Utc>) -> Load {
+        let jobs = self
+            .jobs
+            .iter()
+            .filter(|j| j.expires_at > at)
+            .cloned()
+            .collect();
+        Load::new(jobs, self.registry.clone())
+    }
+
+    /// The names of `list` that a running job names too, in `list`'s order.
+    pub fn held_of<'a>(&self, list: &'a [String]) -> Vec<&'a str> {
+        list.iter()
+            .filter(|name| self.held.contains(name.as_str()))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+impl Registry {
+    pub fn new(nodes: Vec<NodeIdle>) -> Registry {
         let registered = nodes
             .iter()
             .map(|n| (n.name.clone(), (n.partition.clone(), n.idle_power_w)))
             .collect();
-        let first_expiry = jobs.iter().map(|j| j.expires_at).min();
         let mut idle: HashMap<String, IdleSum> = HashMap::new();
         let mut unpartitioned = IdleSum::default();
         for node in &nodes {
@@ -160,14 +230,11 @@ impl Load {
                 None => sum.unknown += 1,
             }
         }
-        Load {
-            jobs,
+        Registry {
             nodes,
-            held,
             registered,
             idle,
             unpartitioned,
-            first_expiry,
         }
     }
 
@@ -205,33 +272,6 @@ impl Load {
         total / sum.count as f64 * f64::from(nodes)
     }
 
-    /// Whether every reservation read is still in force at `now`: a load
-    /// kept in memory past the first one's end would count that job on (in
-    /// admission and budgets, while headroom, read afresh, no longer did).
-    pub fn current_at(&self, now: DateTime<Utc>) -> bool {
-        self.first_expiry.is_none_or(|end| now < end)
-    }
-
-    /// The load at a later time `at`, as far as it is known now: without the
-    /// jobs whose reservations end by then (their nodes idle again).
-    pub fn at(&self, at: DateTime<Utc>) -> Load {
-        let jobs = self
-            .jobs
-            .iter()
-            .filter(|j| j.expires_at > at)
-            .cloned()
-            .collect();
-        Load::new(jobs, self.nodes.clone())
-    }
-
-    /// The names of `list` that a running job names too, in `list`'s order.
-    pub fn held_of<'a>(&self, list: &'a [String]) -> Vec<&'a str> {
-        list.iter()
-            .filter(|name| self.held.contains(name.as_str()))
-            .map(String::as_str)
-            .collect()
-    }
-
     /// Whether a registered node is in `partition`.
     pub fn has_partition(&self, partition: &str) -> bool {
         self.idle.contains_key(partition)
@@ -262,7 +302,9 @@ impl Load {
             .all(|p| p.as_deref() == Some(first))
             .then_some(first)
     }
+}
 
+impl Load {
     /// The running jobs of an account.
     pub fn of_account<'a>(&'a self, account: &'a str) -> impl Iterator<Item = &'a JobLoad> {
         self.jobs
@@ -309,7 +351,12 @@ impl Load {
             job.add_to(part(&mut parts, job.partition.as_deref()));
         }
         let taken: HashSet<&str> = taken.iter().map(String::as_str).collect();
-        for node in self.nodes.iter().filter(|n| !self.held.contains(&n.name)) {
+        for node in self
+            .registry
+            .nodes
+            .iter()
+            .filter(|n| !self.held.contains(&n.name))
+        {
             node.add_to(part(&mut parts, node.partition.as_deref()), &taken);
         }
         let mut parts: Vec<(Option<String>, Draw)> = parts
@@ -327,6 +374,7 @@ impl Load {
         }
         let taken: HashSet<&str> = taken.iter().map(String::as_str).collect();
         for node in self
+            .registry
             .nodes
             .iter()
             .filter(|n| in_scope(&n.partition) && !self.held.contains(&n.name))
@@ -391,15 +439,12 @@ mod tests {
             partition: Some(partition.into()),
             idle_power_w: idle,
         };
-        let load = Load::new(
-            Vec::new(),
-            vec![
-                node("m1", "cpu", Some(90.0)),
-                node("m2", "cpu", Some(110.0)),
-                node("g1", "gpu", Some(400.0)),
-                node("g2", "gpu", None),
-            ],
-        );
+        let load = Registry::new(vec![
+            node("m1", "cpu", Some(90.0)),
+            node("m2", "cpu", Some(110.0)),
+            node("g1", "gpu", Some(400.0)),
+            node("g2", "gpu", None),
+        ]);
         // Without a node list: as many nodes at the scope's mean idle power.
         assert_eq!(load.idle_floor(Some("cpu"), None, 4, 100.0), 400.0);
         assert_eq!(load.idle_floor(Some("gpu"), None, 2, 100.0), 500.0);
@@ -418,15 +463,12 @@ mod tests {
             partition: partition.map(String::from),
             idle_power_w: None,
         };
-        let load = Load::new(
-            Vec::new(),
-            vec![
-                node("g1", Some("gpu")),
-                node("g2", Some("gpu")),
-                node("c1", Some("cpu")),
-                node("x1", None),
-            ],
-        );
+        let load = Registry::new(vec![
+            node("g1", Some("gpu")),
+            node("g2", Some("gpu")),
+            node("c1", Some("cpu")),
+            node("x1", None),
+        ]);
         let list = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
         assert_eq!(load.partition_of_all(&list(&["g1", "g2"])), Some("gpu"));
         // Unregistered names do not count either way.
@@ -464,7 +506,10 @@ mod tests {
                 idle_power_w: Some(100.0),
             })
             .to_vec();
-        let load = Load::new(vec![job(1, "a"), job(3, "b")], nodes);
+        let load = Load::new(
+            vec![job(1, "a"), job(3, "b")],
+            Arc::new(Registry::new(nodes)),
+        );
         let list = ["c", "b", "a"].map(String::from);
         assert_eq!(load.held_of(&list), ["b", "a"]);
         let now = load.draw(Some("p"), &[]);

@@ -91,9 +91,11 @@ fn flags(reply: &Value) -> Vec<String> {
 }
 
 /// Warm predictions are served from memory through the outage, flagged,
-/// each well within 100 ms, after the caches' time-to-live too; writes fail
-/// within a second with 503 and Retry-After; /readyz says degraded; and the
-/// service recovers by itself once PostgreSQL is back.
+/// each well within 100 ms, after the caches' time-to-live too, and after a
+/// job start just before it (which drops the running jobs, not the node
+/// registry); writes fail within a second with 503 and Retry-After;
+/// /readyz says degraded; and the service recovers by itself once
+/// PostgreSQL is back.
 #[tokio::test]
 async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
     let dir = tempfile::tempdir().unwrap();
@@ -106,10 +108,13 @@ async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
     for n in [1, 2, 4, 8] {
         app.ingest(&run("lin", &format!("h{n}"), n)).await;
     }
-    // Two classified nodes, for a prediction on a node list.
+    // Two classified nodes, for a prediction on a node list, idling above
+    // `lin`'s 1000 W a node, so that max-nodes holds their idle power to
+    // the limit.
+    let hot = json!({"partition": "hot", "idle_power_w": 3000.0});
     for (node, watts) in [("cn01", 180.0), ("cn02", 200.0)] {
         let reply = app
-            .put(&format!("/v1/nodes/{node}"), &app.admin, &json!({}))
+            .put(&format!("/v1/nodes/{node}"), &app.admin, &hot)
             .await;
         assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
         let sample = json!({"samples": [{"node": node, "workload": "stress",
@@ -127,6 +132,18 @@ async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
         assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
         assert!(!flags(&reply.body).contains(&"database_unavailable".to_owned()));
     }
+    // 3 nodes idle at 9000 W, under 10 kW; the APC alone would allow 10.
+    let max_nodes = "/v1/apps/lin/max-nodes?power_limit_w=10000&partition=hot";
+    let held_to_idle = |reply: &crate::support::Reply| {
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert_eq!(reply.body["nodes"], 3, "{:#}", reply.body);
+        assert_eq!(reply.body["reserved_w"], 9000.0, "{:#}", reply.body);
+    };
+    held_to_idle(&app.get(max_nodes, &app.read).await);
+    // A job starts: the running jobs are read again, the registry is not.
+    let job = json!({"source": "s", "job_id": "j1", "app": "lin", "nodes": 1});
+    let reply = app.post("/v1/jobs", &app.schedule, &job).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
 
     tokio::task::spawn_blocking(move || {
         cluster.stop();
@@ -180,7 +197,9 @@ async fn predictions_outlive_a_database_outage_and_the_service_recovers() {
         .await
         .assert_problem(StatusCode::SERVICE_UNAVAILABLE);
 
-    // The capacity answers read the same models: served too.
+    // The capacity answers read the same models and the node registry as
+    // last read: served too, max-nodes still holding the idle power.
+    held_to_idle(&app.get(max_nodes, &app.read).await);
     for ask in [
         "/v1/apps/lin/max-nodes?power_limit_w=5000",
         "/v1/apps/lin/optimal-nodes?objective=energy",

@@ -161,8 +161,9 @@ pub async fn max_nodes(
     let mut reason = None;
     let partition = scope.partition.as_deref();
     // The node registry, for the idle power admission reserves at the least
-    // (`Estimate::at_least_idle`). Through a database outage, a replica
-    // that never read it answers without that floor (flagged
+    // (`Estimate::at_least_idle`), kept in memory until the nodes change.
+    // Through a database outage, a replica that never read it since they
+    // last did answers without that floor (flagged
     // `database_unavailable`), as it answers the rest from memory.
     let registry = match crate::service::power::registry(&state).await {
         Ok(registry) => Some(registry),
@@ -174,12 +175,7 @@ pub async fn max_nodes(
         Err(e) => return Err(e),
     };
     let idle_per_node_w = registry.as_ref().map_or(0.0, |r| {
-        r.idle_floor(
-            partition,
-            None,
-            1,
-            crate::service::power::DEFAULT_IDLE_POWER_W,
-        )
+        crate::service::power::idle_floor(r, partition, None, 1)
     });
     let apc_at: Box<dyn Fn(u32) -> Prediction + Send + Sync> = match bound {
         // APC as the predictions give it: a measured count's runs, else the
