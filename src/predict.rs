@@ -1157,6 +1157,12 @@ struct PredictionCounters {
     flags: [[metrics::Counter; Flag::ALL.len()]; 3],
 }
 
+/// Register the prediction counters, so that `/metrics` shows them from 0
+/// before the first prediction (else `rate()` misses that one).
+pub fn init_counters() {
+    prediction_counters();
+}
+
 fn prediction_counters() -> &'static PredictionCounters {
     static COUNTERS: OnceLock<PredictionCounters> = OnceLock::new();
     COUNTERS.get_or_init(|| PredictionCounters {

@@ -30,8 +30,11 @@ static METRICS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 fn metrics_handle() -> Option<&'static PrometheusHandle> {
     METRICS
         .get_or_init(|| {
+            // Most answers take well under a millisecond (a kept answer
+            // about 0.1 ms), a fit or a slow database tens to thousands.
             const BUCKETS: &[f64] = &[
-                0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+                0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                1.0, 2.5, 10.0,
             ];
             // A fit takes from well under a millisecond to a few tens.
             const FIT_BUCKETS: &[f64] = &[
@@ -67,6 +70,8 @@ pub fn init_metrics() {
     ] {
         counter(name, &[]).increment(0);
     }
+    crate::predict::init_counters();
+    crate::service::admission::init_counters();
 }
 
 /// Install the recorder if it is not yet: handles registered before it is
@@ -182,5 +187,45 @@ mod tests {
         for (i, cache) in Lookup::ALL.iter().enumerate() {
             assert_eq!(*cache as usize, i, "{cache:?}");
         }
+    }
+
+    /// A counter that appears at its first event hides that event from
+    /// `rate()` and `increase()`: those alerts and panels read are shown
+    /// from the start (values may have grown since: the recorder is the
+    /// process's, shared with the other tests).
+    #[test]
+    fn counters_alerts_read_are_shown_before_their_first_event() {
+        init_metrics();
+        let text = render_metrics();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' ').map(|(s, _)| s))
+            .collect();
+        let decision = |request: &str, decision: &str, reason: &str| {
+            format!(
+                r#"admission_decisions_total{{request="{request}",decision="{decision}",reason="{reason}"}}"#
+            )
+        };
+        let mut expected = vec![
+            "jobs_run_unreserved_total".to_owned(),
+            "heavy_requests_refused_total".to_owned(),
+            r#"predictions_total{metric="tts",source="model"}"#.to_owned(),
+            r#"prediction_flags_total{metric="apc",flag="database_unavailable"}"#.to_owned(),
+            decision("question", "admit", "fits"),
+            decision("job_start", "forced", "power_cap_and_energy_budget"),
+        ];
+        for reason in ["power_cap", "energy_budget", "power_cap_and_energy_budget"] {
+            expected.push(decision("question", "refuse", reason));
+            expected.push(decision("job_start", "refuse", reason));
+        }
+        for name in &expected {
+            assert!(series.contains(&name.as_str()), "no {name} in {text}");
+        }
+        // Only the decisions that can happen: an admission fits.
+        assert!(
+            !text.contains(r#"decision="admit",reason="power_cap""#),
+            "{text}"
+        );
     }
 }

@@ -650,7 +650,36 @@ pub(crate) fn count_decision(asked: Asked, admission: &Admission) {
         (true, false) => "energy_budget",
         (false, false) => "power_cap_and_energy_budget",
     };
-    metrics::counter!("admission_decisions_total",
-        "request" => request, "decision" => decision, "reason" => reason)
-    .increment(1);
+    decision_counter(request, decision, reason).increment(1);
+}
+
+fn decision_counter(
+    request: &'static str,
+    decision: &'static str,
+    reason: &'static str,
+) -> metrics::Counter {
+    crate::telemetry::counter(
+        "admission_decisions_total",
+        &[
+            ("request", request),
+            ("decision", decision),
+            ("reason", reason),
+        ],
+    )
+}
+
+/// Show every decision that can be counted from 0 before the first one, so
+/// that `rate()` and `increase()` count that one too: an admission with the
+/// reason `fits`, a refusal (or a forced job start) with any other.
+pub fn init_counters() {
+    const NOT_FITTING: [&str; 3] = ["power_cap", "energy_budget", "power_cap_and_energy_budget"];
+    for request in ["question", "job_start"] {
+        decision_counter(request, "admit", "fits").increment(0);
+        for reason in NOT_FITTING {
+            decision_counter(request, "refuse", reason).increment(0);
+        }
+    }
+    for reason in NOT_FITTING {
+        decision_counter("job_start", "forced", reason).increment(0);
+    }
 }
