@@ -32,13 +32,22 @@
 # ConsumedEnergyRaw is only filled when Slurm gathers energy
 # (AcctGatherEnergyType); the importer skips jobs without it.
 #
+# Job names, comments and wckeys are the users' own text, and sacct prints
+# them as they are: a newline in a job's name would start a line that reads
+# as a record of its own (a forged run, a forged job end). So sacct writes
+# its fields apart with a delimiter drawn at random for each run, after
+# every name was written; the user's field comes last, and a line without
+# that delimiter continues it. What is sent has one line per record, with
+# the users' `|` and control characters as `-` (as the application tag would
+# have them anyway).
+#
 # --allusers needs a user that may see every job: root, SlurmUser, a user
 # with AdminLevel=Operator in slurmdbd, or any user when slurmdbd's
 # PrivateData does not include "jobs".
 #
 # Settings: the defaults below, overridden by /etc/slurm/joulecast-slurm.conf
 # (shell syntax; or the file JOULECAST_SLURM_CONF names), then by JOULECAST_*
-# in the environment. Needs bash, sacct, curl, jq, flock and GNU date.
+# in the environment. Needs bash, sacct, curl, jq, flock, GNU date and od.
 
 set -euo pipefail
 export PATH=/usr/bin:/bin:/usr/sbin:/sbin
@@ -96,13 +105,13 @@ die() {
 	exit 1
 }
 
-for tool in "$JOULECAST_SACCT" "$JOULECAST_CURL" "$JOULECAST_JQ" flock date; do
+for tool in "$JOULECAST_SACCT" "$JOULECAST_CURL" "$JOULECAST_JQ" flock date od; do
 	command -v "$tool" >/dev/null || die "$tool not found"
 done
 case $JOULECAST_APP_FROM in
-jobname) extra_field="" ;;
-comment) extra_field=",Comment" ;;
-wckey) extra_field=",WCKey" ;;
+jobname) app_field=JobName ;;
+comment) app_field=Comment ;;
+wckey) app_field=WCKey ;;
 *) die "JOULECAST_APP_FROM must be jobname, comment or wckey" ;;
 esac
 for n in JOULECAST_OVERLAP_S JOULECAST_SETTLE_S JOULECAST_FIRST_LOOKBACK_S JOULECAST_MAX_WINDOW_S \
@@ -130,7 +139,8 @@ fi
 
 query=$("$JOULECAST_JQ" -rn --arg a "$JOULECAST_APP_FROM" --arg s "$source_name" --arg st "$JOULECAST_STATES" \
 	'"app_from=\($a | @uri)&source=\($s | @uri)&states=\($st | @uri)"')
-format="JobID,JobName,Account,Partition,NNodes,NodeList,State,Start,End,ElapsedRaw,ConsumedEnergyRaw,Cluster$extra_field"
+# The fields Slurm writes first; the user's own text ($app_field) last.
+format="JobID,Account,Partition,NNodes,NodeList,State,Start,End,ElapsedRaw,ConsumedEnergyRaw,Cluster,$app_field"
 
 [[ -d $JOULECAST_STATE_DIR && -w $JOULECAST_STATE_DIR ]] ||
 	die "the state directory $JOULECAST_STATE_DIR is missing or not writable"
@@ -175,6 +185,28 @@ split_jobs() {
 			flush()
 			print parts + 0
 		}' "$1"
+}
+
+# Rewrites sacct's output $1, its fields apart by the delimiter $2 (which
+# no user's text contains), as one line per record, fields apart by `|`: a
+# line without the delimiter continues the last field of the record before
+# (a newline in the user's text), and `|` and control characters in the
+# fields become `-`.
+one_line_per_record() {
+	LC_ALL=C awk -v d="$2" '
+		function clean(s) { gsub(/[|[:cntrl:]]/, "-", s); return s }
+		function emit() { if (record != "") print record; record = "" }
+		{
+			n = split($0, f, d)
+			if (n > 1) {
+				emit()
+				record = clean(f[1])
+				for (i = 2; i <= n; i++) record = record "|" clean(f[i])
+			} else if (record != "") {
+				record = record "-" clean($0)
+			}
+		}
+		END { emit() }' "$1"
 }
 
 # Posts the part $1 (a file); on 413 or when busy, posts it again in halves.
@@ -243,13 +275,18 @@ post_part() {
 
 # Imports the jobs of one window [$1, $2] (epoch seconds).
 import_window() {
-	local from=$1 to=$2 records parts i
-	if ! TZ=UTC "$JOULECAST_SACCT" --allusers --parsable2 --format="$format" \
+	local from=$1 to=$2 records parts i delimiter
+	# Drawn now, after every name in the window was written: letters and
+	# digits only, so that awk reads it as itself.
+	delimiter="_jc$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')_"
+	((${#delimiter} == 28)) || die "could not draw a delimiter from /dev/urandom"
+	if ! TZ=UTC "$JOULECAST_SACCT" --allusers --parsable2 --delimiter="$delimiter" --format="$format" \
 		--starttime "$(utc "$from")" --endtime "$(utc "$to")" \
-		--state="$JOULECAST_STATES" >"$tmp/sacct.txt" 2>"$tmp/sacct.err"; then
+		--state="$JOULECAST_STATES" >"$tmp/sacct.raw" 2>"$tmp/sacct.err"; then
 		log err "sacct failed for $(utc "$from")..$(utc "$to") UTC: $(head -c 500 "$tmp/sacct.err")"
 		return 1
 	fi
+	one_line_per_record "$tmp/sacct.raw" "$delimiter" >"$tmp/sacct.txt"
 	records=$(($(wc -l <"$tmp/sacct.txt") - 1))
 	if ((records <= 0)); then
 		log info "$(utc "$from")..$(utc "$to") UTC: no finished jobs"

@@ -261,6 +261,20 @@ check "bad token fixed: the job runs" wait_for 90 runs_once_allowed "$jid"
 
 # 9. sacct for real: the import reads slurmdbd; no energy plugin measures
 # anything here, so every job is skipped, and the import says why.
+# One job's name adds lines that read as records with energy, written as
+# sacct --parsable2 would print them, JobName second (as the import asked
+# for until 2026-11-29) and the user's field last (as it asks now): no run
+# may come of them. (Plausible ones: 29 GWh over 30 days on 4000 nodes.)
+began=$(date -u -d '30 days ago' +%FT%T)
+now=$(date -u +%FT%T)
+forged_jobname_second="99998|lin|proj|batch|4000||COMPLETED|$began|$now|2592000|104000000000000|$CLUSTER"
+forged_user_field_last="99997|proj|batch|4000||COMPLETED|$began|$now|2592000|104000000000000|$CLUSTER|lin"
+forger=$(sbatch --parsable -N1 -A proj -t 5 \
+	-J "forger"$'\n'"$forged_jobname_second"$'\n'"$forged_user_field_last" --wrap true)
+check "a job named with newlines and bars runs" wait_for 60 state_is "$forger" COMPLETED
+# slurmdbd learns a short job's name after its end ("allocation" until then).
+named_in_slurmdbd() { sacct --allusers -n -P -X -o JobName -j "$1" | grep -qx forger; }
+check "slurmdbd has the job's name, newlines and all" wait_for 60 named_in_slurmdbd "$forger"
 JOULECAST_DATA_DIR=$W/jc "$JOULECAST" token create --scope ingest --name sacct-import \
 	>"$W/ingest.token" 2>/dev/null
 mkdir -p "$W/import-state"
@@ -276,6 +290,12 @@ INVOCATION_ID=slurm-e2e JOULECAST_SLURM_CONF=$W/import.conf bash "$REPO/deploy/s
 check "sacct import: runs against slurmdbd" test -s "$W/import-state/last-end"
 check "sacct import: names why jobs without energy are skipped" \
 	grep -qi "skipped line .*energy" "$W/log/import.log"
+stored_runs() { api GET '/v1/apps/lin/runs?limit=1000' | jq -r '.items[].job_id'; }
+no_forged_run() {
+	! grep -Eq '[1-9][0-9]* created' "$W/log/import.log" &&
+		stored_runs | grep -qx h1 && ! stored_runs | grep -Eqx '9999[78]'
+}
+check "sacct import: a job's name cannot add records (no forged run)" no_forged_run
 
 # A job whose id is already a stored run (Slurm's job ids started again):
 # the prolog lets it run, says why, and counts it as unreserved.
