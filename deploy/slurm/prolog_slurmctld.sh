@@ -51,9 +51,11 @@ JOULECAST_TIMEOUT_S=5
 # unrecorded (exit 0). false: exit 1, and the job is requeued or cancelled.
 JOULECAST_FAIL_OPEN=true
 # Jobs that ran unrecorded because the service could not be reached are
-# kept here (a directory writable by SlurmUser), and reported to the service
-# (POST /v1/jobs/unreserved, counted on its /metrics) by the next prolog that
-# reaches it.
+# kept here (a directory writable by SlurmUser), with the report that could
+# not be sent: the next prolog that reaches the service reports them
+# (POST /v1/jobs/unreserved, counted on its /metrics), and reconcile.sh
+# records those still running (forced), so that their power counts under
+# the caps again.
 JOULECAST_SPOOL_DIR=/var/spool/joulecast-slurm
 # true: record the job even when it does not fit (accounting only).
 JOULECAST_FORCE=false
@@ -98,7 +100,8 @@ remember_unreserved() {
 	fi
 	local id=${job_id:-${SLURM_JOB_ID:-}}
 	[[ -n $id ]] || return
-	printf '%s %s\n' "$id" "$prolog_started_s" >>"$JOULECAST_SPOOL_DIR/unreserved"
+	# The report, compact JSON on one line, for reconcile.sh.
+	printf '%s %s %s\n' "$id" "$prolog_started_s" "${body:-}" >>"$JOULECAST_SPOOL_DIR/unreserved"
 }
 
 # The service could not be asked.
@@ -268,7 +271,9 @@ detail() { # the problem's detail, or curl's error
 }
 
 # Report the jobs that earlier prologs let through unrecorded (one prolog at
-# a time takes the spool file; a failed report puts it back).
+# a time takes the spool file; a failed report puts it back). Those with
+# their report go on to `to-register`, for reconcile.sh to record the ones
+# still running.
 report_unreserved() {
 	local spool=$JOULECAST_SPOOL_DIR/unreserved taken sent
 	[[ -s $spool ]] || return 0
@@ -277,10 +282,11 @@ report_unreserved() {
 	taken=$JOULECAST_SPOOL_DIR/sending.$$
 	mv "$spool" "$taken" 2>/dev/null || return 0
 	sent=$("$JOULECAST_JQ" -R -s -c --arg s "$source_name" '{source: $s, jobs: [split("\n")[]
-		| select(test("^[A-Za-z0-9][A-Za-z0-9._:@+=-]* [0-9]+$")) | split(" ") | {job_id: .[0], started_at: (.[1] | tonumber | todate)}]}' \
+		| select(test("^[A-Za-z0-9][A-Za-z0-9._:@+=-]* [0-9]+( |$)")) | split(" ") | {job_id: .[0], started_at: (.[1] | tonumber | todate)}]}' \
 		"$taken" | post_json /v1/jobs/unreserved "$tmp/unreserved")
 	if [[ $sent == 200 ]]; then
 		log info "reported $("$JOULECAST_JQ" -r '.counted' "$tmp/unreserved" 2>/dev/null) job(s) that ran unreserved while the service was unreachable"
+		awk 'NF >= 3' "$taken" >>"$JOULECAST_SPOOL_DIR/to-register"
 		rm -f "$taken"
 	elif [[ $sent == 4* && $sent != 401 && $sent != 403 && $sent != 429 ]]; then
 		# Refused as it is: sending it again cannot help.

@@ -31,6 +31,12 @@
 # A requeued job cannot start again between this script's squeue and its
 # DELETE (well under a second): Slurm holds requeued jobs back (BeginTime).
 #
+# It also records the jobs that the prolog let run unreserved because the
+# service could not be reached (kept in JOULECAST_SPOOL_DIR with the report
+# that could not be sent) and that Slurm still runs: POST /v1/jobs with
+# "force": true and the job's own start. Without that, once the service is
+# back, those jobs draw power that no cap counts until they end.
+#
 #   reconcile.sh [--dry-run] [--allow-empty-queue] [node...]
 #     --dry-run            say what would be released, release nothing
 #     --allow-empty-queue  release even when squeue lists no job at all
@@ -64,6 +70,8 @@ JOULECAST_TIMEOUT_S=10
 JOULECAST_PAGE_SIZE=1000
 # The jobs' system in Joulecast; empty: ClusterName from `scontrol show config`.
 JOULECAST_SOURCE=""
+# Where the prolog keeps the jobs it let run unreserved (as the prolog's).
+JOULECAST_SPOOL_DIR=/var/spool/joulecast-slurm
 JOULECAST_SQUEUE=squeue
 JOULECAST_SCONTROL=scontrol
 JOULECAST_CURL=curl
@@ -103,7 +111,7 @@ log() { # priority message...
 }
 
 die() {
-	log err "$*; nothing released"
+	log err "$*; nothing released or recorded"
 	exit 1
 }
 
@@ -138,12 +146,13 @@ fi
 tmp=$(mktemp -d) || die "mktemp failed"
 trap 'rm -rf "$tmp"' EXIT
 
-request() { # method path: the HTTP status (000 when unanswered); body in $tmp/answer
-	local code
+request() { # method path [body]: the HTTP status (000 when unanswered); body in $tmp/answer
+	local code data=()
+	[[ -z ${3:-} ]] || data=(-H 'Content-Type: application/json' --data-binary "$3")
 	code=$("$JOULECAST_CURL" --disable -sS --proto =http,https \
 		--max-time "$JOULECAST_TIMEOUT_S" --connect-timeout 2 \
 		--config <(printf 'header = "Authorization: Bearer %s"\n' "$token") \
-		-H 'Accept: application/json' -X "$1" \
+		-H 'Accept: application/json' -X "$1" "${data[@]}" \
 		-o "$tmp/answer" -w '%{http_code}' \
 		"$JOULECAST_URL$2" 2>"$tmp/err") || true
 	[[ $code =~ ^[0-9]{3}$ ]] || code=000
@@ -169,7 +178,19 @@ done
 ids=${ids%$'\n'}
 held=()
 [[ -z $ids ]] || mapfile -t held <<<"$ids"
-if ((${#held[@]} == 0)); then
+# The jobs the prolog let run unreserved, with their reports: read under
+# the prolog's lock, so that none is missed while a prolog moves them.
+spooled=""
+if [[ -d $JOULECAST_SPOOL_DIR && -w $JOULECAST_SPOOL_DIR ]]; then
+	exec 7>>"$JOULECAST_SPOOL_DIR/lock"
+	if flock -w 10 7; then
+		spooled=$(cat "$JOULECAST_SPOOL_DIR/to-register" "$JOULECAST_SPOOL_DIR/unreserved" 2>/dev/null |
+			awk 'NF >= 3')
+	else
+		log warning "$JOULECAST_SPOOL_DIR is locked: the jobs that ran unreserved are looked at next time"
+	fi
+fi
+if ((${#held[@]} == 0)) && [[ -z $spooled ]]; then
 	log debug "no job of $source_name is held as running"
 	exit 0
 fi
@@ -182,7 +203,7 @@ unset "${!SQUEUE_@}" SLURM_CLUSTERS
 listing=$("$JOULECAST_SQUEUE" --noheader --all --array --states=all \
 	--format='%A|%F|%K|%T' 2>"$tmp/squeue.err") ||
 	die "squeue failed: $(head -c 300 "$tmp/squeue.err")"
-if [[ -z $listing ]] && ! $allow_empty; then
+if [[ -z $listing ]] && ((${#held[@]} > 0)) && ! $allow_empty; then
 	die "squeue lists no job at all while ${#held[@]} are held; if the cluster is really idle, run with --allow-empty-queue"
 fi
 declare -A state
@@ -228,8 +249,52 @@ for job_id in "${held[@]}"; do
 	esac
 done
 
+# 4. Record the jobs that ran unreserved and that Slurm still runs. Those
+# to try again (no answer, busy) stay in `to-register`; the others (recorded,
+# ended, refused) leave it.
+declare -A is_held done_ids
+for job_id in "${held[@]}"; do
+	is_held[$job_id]=1
+done
+recorded=()
+: >"$tmp/to-register"
+while read -r job_id _ report; do
+	[[ -n $report && -z ${done_ids[$job_id]:-} ]] || continue
+	done_ids[$job_id]=1
+	[[ ${state[$job_id]:-} == RUNNING && -z ${is_held[$job_id]:-} ]] || continue
+	if $dry_run; then
+		log info "job $job_id (RUNNING in Slurm, unreserved): would be recorded"
+		recorded+=("$job_id")
+		continue
+	fi
+	body=$(printf '%s' "$report" | "$JOULECAST_JQ" -c '.force = true' 2>/dev/null) || {
+		log err "job $job_id: its kept report is not JSON; dropped"
+		continue
+	}
+	code=$(request POST /v1/jobs "$body")
+	case $code in
+	200 | 201)
+		log info "job $job_id (RUNNING in Slurm): ran unreserved; recorded now, its power counts under the caps"
+		recorded+=("$job_id")
+		;;
+	000 | 429 | 5*)
+		log warning "job $job_id: recording it answered HTTP $code; tried again next time"
+		printf '%s %s %s\n' "$job_id" 0 "$report" >>"$tmp/to-register"
+		failed+=("$job_id")
+		;;
+	*)
+		log err "job $job_id: recording it answered HTTP $code:" \
+			"$("$JOULECAST_JQ" -r '.detail // empty' "$tmp/answer" 2>/dev/null | head -c 300); dropped"
+		;;
+	esac
+done <<<"$spooled"
+if [[ -n $spooled ]] && ! $dry_run; then
+	mv -f "$tmp/to-register" "$JOULECAST_SPOOL_DIR/to-register"
+fi
+
 verb=released
 $dry_run && verb="would release"
 log info "$source_name: ${#held[@]} job(s) held as running; $kept running in Slurm;" \
-	"$verb ${#released[@]}${released[*]:+: ${released[*]}}${failed[*]:+; failed: ${failed[*]}}"
+	"$verb ${#released[@]}${released[*]:+: ${released[*]}}${failed[*]:+; failed: ${failed[*]}}" \
+	"${recorded[*]:+; ran unreserved, recorded: ${recorded[*]}}"
 ((${#failed[@]} == 0))
