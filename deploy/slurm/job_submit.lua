@@ -582,12 +582,21 @@ local function decide(fields)
 				reasons[#reasons + 1] = printable(text)
 			end
 		end
+		local left
+		if remaining and remaining <= 0 then
+			left = "nothing left: " .. kwh(remaining)
+		else
+			left = "remaining " .. kwh(remaining)
+		end
 		local msg = string.format(
-			"Joulecast: account %s does not have enough energy budget left for this job "
-				.. "(remaining %s, this job needs about %s).",
-			printable(account), kwh(remaining), kwh(needed))
+			"Joulecast: account %s does not have enough energy budget left for this job (%s",
+			printable(account), left)
+		if needed then
+			msg = msg .. ", this job needs about " .. kwh(needed)
+		end
+		msg = msg .. ")."
 		if #reasons > 0 then
-			msg = msg .. " " .. table.concat(reasons, " ")
+			msg = msg .. " Why: " .. table.concat(reasons, "; ") .. "."
 		end
 		msg = msg .. " Submit under another account or contact your project's PI or the support team."
 		return { reject = true, message = msg, account = account }

@@ -254,10 +254,23 @@ next_answer = { status = "200", body = [[{"admit": false, "reasons": ["energy bu
 j = job()
 eq(slurm_job_submit(j, {}, 1000), slurm.ESLURM_ACCOUNTING_POLICY, "over budget: rejected")
 check(user_msgs[1] and string.find(user_msgs[1], "account proj42", 1, true) ~= nil
-	and string.find(user_msgs[1], "remaining 1 kWh", 1, true) ~= nil
-	and string.find(user_msgs[1], "exhausted", 1, true) ~= nil,
+	and string.find(user_msgs[1], "remaining 1 kWh, this job needs about 1.83 kWh).", 1, true) ~= nil
+	and string.find(user_msgs[1], "Why: energy budget of proj42 exhausted.", 1, true) ~= nil,
 	"over budget: user message: " .. tostring(user_msgs[1]))
 eq(j.admin_comment, nil, "rejected: no admin_comment")
+
+-- Used up, and no estimate of the job's energy: said so, reasons apart.
+reset()
+next_answer = { status = "200", body = [[{"admit": false,
+ "reasons": ["power: no cap is in force for the whole system", "energy: account proj42's budget is used up"],
+ "prediction": {"apc_w": null, "ets_j": null, "tts_s": null}, "power": {"fits": true},
+ "energy": {"fits": false, "account": "proj42", "remaining_j": -464400,
+            "predicted_ets_j": null, "remaining_after_j": null}}]] }
+eq(slurm_job_submit(job(), {}, 1000), slurm.ESLURM_ACCOUNTING_POLICY, "used up: rejected")
+check(user_msgs[1] and string.find(user_msgs[1], "(nothing left: -0.129 kWh).", 1, true) ~= nil
+	and string.find(user_msgs[1], "unknown", 1, true) == nil
+	and string.find(user_msgs[1], "whole system; energy: account", 1, true) ~= nil,
+	"used up: user message: " .. tostring(user_msgs[1]))
 
 T.CONFIG.ENFORCE_ENERGY_BUDGET = false
 reset()

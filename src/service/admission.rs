@@ -541,6 +541,20 @@ fn shared_reason(shared: &[&str]) -> String {
     )
 }
 
+/// An energy for people: kWh, to three significant figures (budgets are
+/// set and read in kWh; "0.000e0 J" said nothing).
+fn kwh(joules: f64) -> String {
+    let k = joules / 3.6e6;
+    if k == 0.0 || !k.is_finite() {
+        return format!("{k} kWh");
+    }
+    if k.abs() >= 1e6 {
+        return format!("{k:.3e} kWh");
+    }
+    let digits = usize::try_from(2 - k.abs().log10().floor() as i64).unwrap_or(0);
+    format!("{k:.digits$} kWh")
+}
+
 fn energy_reason(e: &EnergyCheck) -> String {
     let account = e.account.as_deref().unwrap_or_default();
     match (
@@ -553,19 +567,27 @@ fn energy_reason(e: &EnergyCheck) -> String {
         (true, false, ..) => format!("energy: account {account} has no budget in force now"),
         (true, true, None, Some(remaining)) => format!(
             "energy: the application has no history and no time_limit_s was given, so its \
-             energy cannot be bounded against the {remaining:.3e} J left in account \
-             {account}'s budget"
+             energy cannot be bounded against the {} left in account {account}'s budget",
+            kwh(remaining)
         ),
         (true, true, Some(ets), Some(remaining)) if e.fits => format!(
-            "energy: the job's {ets:.3e} J ({}) fit in the {remaining:.3e} J left in account \
-             {account}'s budget",
+            "energy: the job's {} ({}) fit in the {} left in account {account}'s budget",
+            kwh(ets),
+            e.basis,
+            kwh(remaining)
+        ),
+        (true, true, Some(ets), Some(remaining)) if remaining <= 0.0 => format!(
+            "energy: account {account}'s budget is used up ({} left, counting the running \
+             jobs' commitments), so the job's {} ({}) cannot fit",
+            kwh(remaining),
+            kwh(ets),
             e.basis
         ),
         (true, true, Some(ets), Some(remaining)) => format!(
-            "energy: the job's {ets:.3e} J ({}) exceed the {:.3e} J left in account \
-             {account}'s budget",
+            "energy: the job's {} ({}) exceed the {} left in account {account}'s budget",
+            kwh(ets),
             e.basis,
-            remaining.max(0.0)
+            kwh(remaining)
         ),
         (true, true, _, None) => format!("energy: account {account}'s budget is unknown"),
     }
@@ -681,5 +703,20 @@ pub fn init_counters() {
     }
     for reason in NOT_FITTING {
         decision_counter("job_start", "forced", reason).increment(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kwh;
+
+    #[test]
+    fn energies_read_in_kwh_to_three_figures() {
+        assert_eq!(kwh(6.6e6), "1.83 kWh");
+        assert_eq!(kwh(600.0), "0.000167 kWh");
+        assert_eq!(kwh(4.444e9), "1234 kWh");
+        assert_eq!(kwh(-464_400.0), "-0.129 kWh");
+        assert_eq!(kwh(0.0), "0 kWh");
+        assert_eq!(kwh(1.04e14), "2.889e7 kWh");
     }
 }
