@@ -680,14 +680,8 @@ fn decision_counter(
     decision: &'static str,
     reason: &'static str,
 ) -> metrics::Counter {
-    crate::telemetry::counter(
-        "admission_decisions_total",
-        &[
-            ("request", request),
-            ("decision", decision),
-            ("reason", reason),
-        ],
-    )
+    metrics::counter!("admission_decisions_total",
+        "request" => request, "decision" => decision, "reason" => reason)
 }
 
 /// Show every decision that can be counted from 0 before the first one, so

@@ -31,7 +31,16 @@ impl Import {
         let path = |name: &str| dir.path().join(name);
         std::fs::write(path("token"), format!("{token}\n")).unwrap();
         let sacct = path("sacct");
-        std::fs::write(&sacct, format!("#!/bin/sh\nexec cat '{FIXTURE}'\n")).unwrap();
+        // The fixture, its fields apart by the delimiter asked for, as
+        // sacct --parsable2 --delimiter prints them.
+        std::fs::write(
+            &sacct,
+            format!(
+                "#!/bin/sh\nd='|'\nfor a in \"$@\"; do case $a in --delimiter=*) d=${{a#--delimiter=}};; esac; done\n\
+                 exec sed \"s/|/$d/g\" '{FIXTURE}'\n"
+            ),
+        )
+        .unwrap();
         set_executable(&sacct);
         std::fs::create_dir(path("state")).unwrap();
         let conf = format!(

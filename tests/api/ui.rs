@@ -272,6 +272,71 @@ mod access {
         assert!(reply.content_type().starts_with("text/html"));
     }
 
+    /// Forms posted from another site are refused (they would sign the
+    /// victim in with someone else's token, or out); a token that cannot
+    /// read is told so; a count beyond the measured ones is said to be
+    /// extrapolated.
+    #[tokio::test]
+    async fn forms_from_other_sites_are_refused_and_pages_say_what_they_extrapolate() {
+        let app = TestApp::new().await;
+        let post = |path: &'static str, body: String, headers: &[(&'static str, &'static str)]| {
+            let mut request = Request::builder()
+                .method(Method::POST)
+                .uri(path)
+                .header(header::HOST, "127.0.0.1:8080")
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+            for (k, v) in headers {
+                request = request.header(*k, *v);
+            }
+            app.send(request.body(Body::from(body)).unwrap())
+        };
+        let form = format!("token={}", app.read);
+        for headers in [
+            &[("sec-fetch-site", "cross-site")][..],
+            &[("origin", "http://localhost:8081")][..],
+        ] {
+            let reply = post("/ui/login", form.clone(), headers).await;
+            assert_eq!(reply.status, StatusCode::FORBIDDEN, "{headers:?}");
+            assert!(reply.headers.get(header::SET_COOKIE).is_none());
+            let reply = post("/ui/logout", String::new(), headers).await;
+            assert_eq!(reply.status, StatusCode::FORBIDDEN, "{headers:?}");
+            assert!(reply.headers.get(header::SET_COOKIE).is_none());
+        }
+        let same = [
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "http://127.0.0.1:8080"),
+        ];
+        let reply = post("/ui/login", form, &same).await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER, "{:?}", reply.body);
+        let reply = post("/ui/logout", String::new(), &same).await;
+        assert_eq!(reply.status, StatusCode::SEE_OTHER, "{:?}", reply.body);
+
+        let reply = sign_in(&app, &app.ingest).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED);
+        let serde_json::Value::String(html) = reply.body else {
+            panic!("HTML expected")
+        };
+        assert!(html.contains("cannot read"), "{html}");
+
+        // Time falling as 1/n up to 8 nodes: the fastest count searched is
+        // beyond them.
+        for n in [1, 2, 4, 8] {
+            let mut r = run("fast", &format!("f{n}"), n);
+            r["energy_j"] = serde_json::json!(1000.0 * 600.0);
+            app.ingest(&r).await;
+        }
+        let page = get(&app, "/ui/apps/fast", Some(&app.read)).await;
+        assert_eq!(page.status, StatusCode::OK);
+        let serde_json::Value::String(html) = page.body else {
+            panic!("HTML expected")
+        };
+        assert!(html.contains("data-check=\"extrapolated\""), "{html}");
+        assert!(
+            html.contains("beyond the largest measured count (8)"),
+            "{html}"
+        );
+    }
+
     #[tokio::test]
     async fn under_public_read_anyone_may_look() {
         let settings = Settings {

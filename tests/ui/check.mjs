@@ -143,11 +143,11 @@ await visit("applications", "/ui/apps");
 await visit("application", `/ui/apps/${app}`);
 {
   const path = `/ui/apps/${app}`;
-  const optimal = await api(`/v1/apps/${app}/optimal-nodes?objective=energy`);
+  const optimal = await api(`/v1/apps/${encodeURIComponent(app)}/optimal-nodes?objective=energy`);
   expect(path, "least energy", await si("[data-check='least_energy.nodes']"), optimal.least_energy.nodes);
   expect(path, "fastest", await si("[data-check='fastest.nodes']"), optimal.fastest.nodes);
   for (const metric of ["ets", "apc", "tts"]) {
-    const model = await api(`/v1/apps/${app}/model?metric=${metric}`);
+    const model = await api(`/v1/apps/${encodeURIComponent(app)}/model?metric=${metric}`);
     const family = await page.textContent(`section[data-metric=${metric}] [data-check=family]`);
     if (family !== model.model.family) problem(`${path} ${metric}: family ${family}, the API ${model.model.family}`);
     const dots = await page.$$eval(`section[data-metric=${metric}] .dot`, (gs) => gs.map((g) => [+g.dataset.x, +g.dataset.y]));
@@ -169,7 +169,7 @@ await visit("power", "/ui/power");
 {
   const scopes = await page.$$eval(".card.scope", (cards) => cards.map((c) => c.dataset.scope));
   for (const scope of scopes) {
-    const h = await api(`/v1/power/headroom${scope ? `?partition=${scope}` : ""}`);
+    const h = await api(`/v1/power/headroom${scope ? `?partition=${encodeURIComponent(scope)}` : ""}`);
     const card = `.card.scope[data-scope="${scope}"]`;
     expect("/ui/power", `${scope || "system"} draw`, await si(`${card} [data-check=draw_w]`), h.draw_w, 1e-6);
     expect("/ui/power", `${scope || "system"} jobs`, await si(`${card} [data-check=jobs]`), h.jobs.length);
@@ -193,7 +193,7 @@ await visit("budgets", "/ui/budgets");
 {
   const accounts = await page.$$eval("table.budgets tbody tr", (trs) => trs.map((tr) => tr.dataset.account));
   for (const a of accounts.slice(0, 20)) {
-    const b = await api(`/v1/budgets/${a}`);
+    const b = await api(`/v1/budgets/${encodeURIComponent(a)}`);
     const row = `tr[data-account="${a}"]`;
     expect("/ui/budgets", `${a} limit`, await si(`${row} [data-check=limit_j]`), b.limit_j);
     expect("/ui/budgets", `${a} consumed`, await si(`${row} [data-check=consumed_j]`), b.consumed_j, 1e-6);
@@ -206,7 +206,7 @@ await visit("budgets", "/ui/budgets");
 }
 await visit("budget", `/ui/budgets/${account}`);
 {
-  const b = await api(`/v1/budgets/${account}`);
+  const b = await api(`/v1/budgets/${encodeURIComponent(account)}`);
   expect(`/ui/budgets/${account}`, "consumed", await si("[data-check=consumed_j]"), b.consumed_j, 1e-6);
   const lines = await page.$$eval("svg.chart path.line", (ps) => ps.length);
   if (lines < 2) problem(`/ui/budgets/${account}: no burn-down and projection`);

@@ -108,6 +108,14 @@ pub async fn detail(
     // What cannot be answered (no runs yet: 422; a range too wide to
     // search: 400) is said on the page, whose other parts still show.
     let mut notes = Vec::new();
+    if state.caches.degraded() {
+        // As the API flags such answers `database_unavailable`.
+        notes.push(
+            "The database cannot be reached: what this page shows is from memory, and runs \
+             stored meanwhile are not in it."
+                .to_owned(),
+        );
+    }
     let (least_energy, fastest) = match least_energy_and_fastest(&state, &app).await {
         Ok(extremes) => extremes,
         Err(e @ (ApiError::Invalid(_) | ApiError::BadRequest(_))) => {
@@ -150,7 +158,13 @@ pub async fn detail(
                 ));
             }
         }
-        Err(e @ ApiError::Invalid(_)) => notes.push(explain(e)),
+        Err(e @ ApiError::Invalid(_)) => {
+            // Once, though the search above may have said it too.
+            let note = explain(e);
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
         Err(e) => return Err(fail(e, &viewer)),
     }
     let body = html! {
@@ -158,7 +172,12 @@ pub async fn detail(
         @if !app.description.is_empty() { p.description { (app.description) } }
         dl.facts {
             dt { "Runs" } dd data-check="run_count" data-si=(app.run_count) { (app.run_count) }
-            dt { "Node counts" } dd { (app.nodes_min.unwrap_or(0)) "–" (app.nodes_max.unwrap_or(0)) }
+            dt { "Node counts" } dd {
+                @match (app.nodes_min, app.nodes_max) {
+                    (Some(lo), Some(hi)) => { (lo) "–" (hi) }
+                    _ => "–",
+                }
+            }
             dt { "Scaling mode" } dd { (format::name(&app.scaling_mode)) }
             @if let Some(t) = app.last_run_at { dt { "Last run" } dd { time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M UTC")) } } }
         }
@@ -169,6 +188,7 @@ pub async fn detail(
                     h2 { "Least energy" }
                     p.big { span data-check="least_energy.nodes" data-si=(c.nodes) { (c.nodes) } (if c.nodes == 1 { " node" } else { " nodes" }) }
                     p { (format::energy(c.ets_j)) " in " (format::duration(c.tts_s)) }
+                    (beyond_measured(c.nodes, app.nodes_max))
                 }
             }
             @if let Some(c) = &fastest {
@@ -176,14 +196,29 @@ pub async fn detail(
                     h2 { "Fastest" }
                     p.big { span data-check="fastest.nodes" data-si=(c.nodes) { (c.nodes) } (if c.nodes == 1 { " node" } else { " nodes" }) }
                     p { (format::duration(c.tts_s)) " using " (format::energy(c.ets_j)) }
+                    (beyond_measured(c.nodes, app.nodes_max))
                 }
             }
         }
-        p.hint { "Searched from 1 to twice the largest measured node count (at most 100,000 counts), as "
-            code { "GET /v1/apps/{app}/optimal-nodes" } " answers." }
+        @if least_energy.is_some() || fastest.is_some() {
+            p.hint { "Searched from 1 to twice the largest measured node count (at most 100,000 counts), as "
+                code { "GET /v1/apps/{app}/optimal-nodes" } " answers." }
+        }
         @for s in sections { (s) }
     };
     Ok(page(&app.tag, Some("/ui/apps"), &viewer, body))
+}
+
+/// A count beyond the largest measured one, said so (the API flags it
+/// `extrapolation`): nothing otherwise.
+fn beyond_measured(nodes: u32, largest: Option<i32>) -> Markup {
+    html! {
+        @if let Some(largest) = largest.filter(|l| i64::from(nodes) > i64::from(*l)) {
+            p.note data-check="extrapolated" {
+                "Extrapolated: beyond the largest measured count (" (largest) "), so less certain."
+            }
+        }
+    }
 }
 
 /// What an error says, as a sentence on the page.

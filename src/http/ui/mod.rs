@@ -174,21 +174,61 @@ pub struct LoginForm {
     next: Option<String>,
 }
 
+/// Whether a form was posted from another site (cross-site request
+/// forgery: signing the victim in with the attacker's token, or out): the
+/// browser says where the request comes from (`Sec-Fetch-Site`), or at
+/// least its `Origin`. Clients that send neither are no browser carrying
+/// someone else's cookie.
+fn cross_site(headers: &HeaderMap) -> bool {
+    if let Some(site) = headers.get("sec-fetch-site") {
+        return !matches!(site.as_bytes(), b"same-origin" | b"none");
+    }
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return false;
+    };
+    let host = headers
+        .get("x-forwarded-host")
+        .or_else(|| headers.get(header::HOST))
+        .and_then(|h| h.to_str().ok());
+    let from = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, authority)| authority);
+    from.is_none() || from != host
+}
+
+fn refuse_cross_site() -> Response {
+    let body = html! {
+        section.error {
+            h1 { "Forbidden" }
+            p { "This form was sent from another site. Sign in and out from the dashboard's own pages." }
+            p { a href="/ui/login" { "Sign in" } }
+        }
+    };
+    page_with_status("Forbidden", None, false, body, StatusCode::FORBIDDEN)
+}
+
 async fn login(
     State(state): State<AppState>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
+    if cross_site(&headers) {
+        return refuse_cross_site();
+    }
     let next = safe_next(form.next.as_deref()).to_owned();
     let secret = form.token.trim();
     // The browser keeps the token: only one that can do no more than read.
     let problem = match service::tokens::authenticate(&state, secret).await {
+        Ok(token) if !token.scopes.iter().any(|s| s.grants(Scope::Read)) => {
+            Some("This token cannot read: sign in with a token of the read scope alone.")
+        }
         Ok(token) if token.scopes.iter().any(|s| *s != Scope::Read) => Some(
             "Sign in with a read-only token: this one can also write, and the dashboard \
              keeps it in the browser.",
         ),
-        Ok(token) if !token.scopes.is_empty() => None,
-        Ok(_) => Some("This token has no read scope."),
+        Ok(_) => None,
         Err(ApiError::Unauthorized(_)) => {
             Some("This token is not valid: unknown, revoked or expired.")
         }
@@ -213,7 +253,10 @@ async fn login(
     response
 }
 
-async fn logout() -> Response {
+async fn logout(headers: HeaderMap) -> Response {
+    if cross_site(&headers) {
+        return refuse_cross_site();
+    }
     let mut response = Redirect::to("/ui/login").into_response();
     response.headers_mut().insert(
         header::SET_COOKIE,
@@ -374,6 +417,41 @@ mod tests {
             assert_eq!(safe_next(Some(elsewhere)), "/ui/apps", "{elsewhere}");
         }
         assert_eq!(safe_next(None), "/ui/apps");
+    }
+
+    #[test]
+    fn forms_posted_from_other_sites_are_told_apart() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        // Browsers that say where the request comes from.
+        assert!(!cross_site(&headers(&[("sec-fetch-site", "same-origin")])));
+        assert!(!cross_site(&headers(&[("sec-fetch-site", "none")])));
+        assert!(cross_site(&headers(&[("sec-fetch-site", "cross-site")])));
+        assert!(cross_site(&headers(&[("sec-fetch-site", "same-site")])));
+        // Older ones: the Origin against the host asked.
+        let host = ("host", "127.0.0.1:8080");
+        assert!(!cross_site(&headers(&[
+            ("origin", "http://127.0.0.1:8080"),
+            host
+        ])));
+        assert!(cross_site(&headers(&[
+            ("origin", "http://localhost:8081"),
+            host
+        ])));
+        assert!(cross_site(&headers(&[("origin", "null"), host])));
+        // Behind a proxy: the host the browser asked for.
+        assert!(!cross_site(&headers(&[
+            ("origin", "https://energy.example.org"),
+            ("x-forwarded-host", "energy.example.org"),
+            host
+        ])));
+        // Neither: not a browser.
+        assert!(!cross_site(&headers(&[host])));
     }
 
     #[test]
