@@ -125,6 +125,13 @@ fn every_dashboard_page_renders_in_chromium_and_shows_what_the_api_says() {
     }
     let stored = call("POST", "/v1/runs/batch", json!({"runs": runs}));
     assert_eq!(stored["created"], json!(runs.len()), "{stored:#}");
+    // The longest description, with no space to break at: the page must
+    // still fit a phone's screen (check.mjs).
+    call(
+        "PUT",
+        "/v1/apps/lammps",
+        json!({"description": "x".repeat(4096)}),
+    );
     // 1,000 running jobs, from four clients at once.
     std::thread::scope(|scope| {
         for t in 0..4 {
@@ -335,6 +342,12 @@ mod access {
             html.contains("beyond the largest measured count (8)"),
             "{html}"
         );
+        // Past the last page: said so, not "no application yet".
+        let page = get(&app, "/ui/apps?after=zzzz", Some(&app.read)).await;
+        let serde_json::Value::String(html) = page.body else {
+            panic!("HTML expected")
+        };
+        assert!(html.contains("No application after this one"), "{html}");
     }
 
     #[tokio::test]

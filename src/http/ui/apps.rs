@@ -61,12 +61,20 @@ pub async fn list(
             button type="submit" { "Search" }
         }
         @if rows.is_empty() {
-            p.empty { @if q.is_some() { "No application matches." } @else { "No application yet: store runs with POST /v1/runs." } }
+            p.empty {
+                @if query.after.is_some() {
+                    "No application after this one. " a href="/ui/apps" { "Back to the first page" } "."
+                } @else if q.is_some() {
+                    "No application matches."
+                } @else {
+                    "No application yet: store runs with POST /v1/runs."
+                }
+            }
         } @else {
             table.apps {
                 thead { tr {
                     th { "Application" } th.num { "Runs" } th.num { "Node counts" }
-                    th { "Scaling" } th { "Last run" }
+                    th { "Scaling" } th { "Last run (UTC)" }
                 } }
                 tbody {
                     @for app in &rows {

@@ -65,7 +65,7 @@ pub async fn power(viewer: Viewer, State(state): State<AppState>) -> PageResult 
             table.jobs {
                 thead { tr {
                     th { "Job" } th { "Application" } th { "Partition" } th { "Account" }
-                    th.num { "Nodes" } th.num { "Reserved" } th { "Basis" } th { "Started" } th { "" }
+                    th.num { "Nodes" } th.num { "Reserved" } th { "Basis" } th { "Started (UTC)" } th { "State" }
                 } }
                 tbody {
                     @for j in running.items.iter().take(MAX_JOBS_SHOWN) {
@@ -77,7 +77,7 @@ pub async fn power(viewer: Viewer, State(state): State<AppState>) -> PageResult 
                             td.num { (j.nodes) }
                             td.num data-check="reserved_w" { (format::power(j.reserved_w)) }
                             td { (j.reserved_basis.as_str()) }
-                            td { time datetime=(j.started_at.to_rfc3339()) { (j.started_at.format("%m-%d %H:%M")) } }
+                            td { time datetime=(j.started_at.to_rfc3339()) { (j.started_at.format("%Y-%m-%d %H:%M")) } }
                             td { @if j.expired { span.tag.bad { "expired" } } @else if j.stale { span.tag.warn { "stale" } } }
                         }
                     }
@@ -129,7 +129,7 @@ fn run_out(at: Option<DateTime<Utc>>, within: bool, remaining_j: f64) -> Markup 
         } @else {
         @match at {
             Some(t) => span class=(if within { "tag bad" } else { "tag" }) {
-                time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M")) }
+                time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M UTC")) }
                 @if within { " (within the period)" }
             },
             None => "–",
