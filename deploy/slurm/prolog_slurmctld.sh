@@ -277,7 +277,7 @@ detail() { # the problem's detail, or curl's error
 report_unreserved() {
 	local spool=$JOULECAST_SPOOL_DIR/unreserved taken sent
 	[[ -s $spool ]] || return 0
-	exec 8>>"$JOULECAST_SPOOL_DIR/lock"
+	exec 8>>"$JOULECAST_SPOOL_DIR/lock" || return 0
 	flock -n 8 || return 0
 	taken=$JOULECAST_SPOOL_DIR/sending.$$
 	mv "$spool" "$taken" 2>/dev/null || return 0
@@ -286,8 +286,14 @@ report_unreserved() {
 		"$taken" | post_json /v1/jobs/unreserved "$tmp/unreserved")
 	if [[ $sent == 200 ]]; then
 		log info "reported $("$JOULECAST_JQ" -r '.counted' "$tmp/unreserved" 2>/dev/null) job(s) that ran unreserved while the service was unreachable"
-		awk 'NF >= 3' "$taken" >>"$JOULECAST_SPOOL_DIR/to-register"
-		rm -f "$taken"
+		# Kept for reconcile.sh; if that cannot be written, the jobs stay
+		# where they were (counting them again changes nothing).
+		if awk 'NF >= 3' "$taken" >>"$JOULECAST_SPOOL_DIR/to-register"; then
+			rm -f "$taken"
+		else
+			cat "$taken" >>"$spool"
+			rm -f "$taken"
+		fi
 	elif [[ $sent == 4* && $sent != 401 && $sent != 403 && $sent != 429 ]]; then
 		# Refused as it is: sending it again cannot help.
 		log err "the service refused the report of jobs that ran unreserved (HTTP $sent); dropped: $(tr '\n' ' ' <"$taken" | head -c 300)"
@@ -316,7 +322,8 @@ case $code in
 	# ids started again (a new StateSaveLocation, MaxJobId wrapped): every
 	# new job collides with an old run. It runs unreserved, and is counted
 	# so (jobs_run_unreserved_total, and its alert) rather than silently.
-	remember_unreserved
+	# Without its report: recording it later would collide the same way.
+	body="" remember_unreserved
 	give_up "the service refused the report (HTTP 409): $(detail); if Slurm's job ids started again, set a new JOULECAST_SOURCE (e.g. ${source_name}-2) so that new jobs do not collide with stored runs"
 	;;
 000)

@@ -180,9 +180,12 @@ held=()
 [[ -z $ids ]] || mapfile -t held <<<"$ids"
 # The jobs the prolog let run unreserved, with their reports: read under
 # the prolog's lock, so that none is missed while a prolog moves them.
+# Only as the spool's owner (SlurmUser, as the prolog): files root made
+# there would lock the prolog out of them.
 spooled=""
-if [[ -d $JOULECAST_SPOOL_DIR && -w $JOULECAST_SPOOL_DIR ]]; then
-	exec 7>>"$JOULECAST_SPOOL_DIR/lock"
+if [[ -d $JOULECAST_SPOOL_DIR && ! ( -O $JOULECAST_SPOOL_DIR && -w $JOULECAST_SPOOL_DIR ) ]]; then
+	log warning "$JOULECAST_SPOOL_DIR is not this user's ($me) to write: the jobs that ran unreserved are not recorded (run as SlurmUser; under systemd, ReadWritePaths=)"
+elif [[ -d $JOULECAST_SPOOL_DIR ]] && exec 7>>"$JOULECAST_SPOOL_DIR/lock"; then
 	if flock -w 10 7; then
 		spooled=$(cat "$JOULECAST_SPOOL_DIR/to-register" "$JOULECAST_SPOOL_DIR/unreserved" 2>/dev/null |
 			awk 'NF >= 3')
@@ -249,21 +252,38 @@ for job_id in "${held[@]}"; do
 	esac
 done
 
-# 4. Record the jobs that ran unreserved and that Slurm still runs. Those
-# to try again (no answer, busy) stay in `to-register`; the others (recorded,
-# ended, refused) leave it.
+# 4. Record the jobs that ran unreserved and that Slurm runs (or is
+# starting). Those that may still run (suspended, ...) and those to try
+# again (no answer, busy) stay in `to-register`; the others (recorded,
+# ended, pending again, unknown to Slurm, refused) leave it. Nothing is
+# decided from an empty listing (a squeue that saw nothing).
 declare -A is_held done_ids
 for job_id in "${held[@]}"; do
 	is_held[$job_id]=1
 done
 recorded=()
 : >"$tmp/to-register"
-while read -r job_id _ report; do
+keep() { printf '%s %s %s\n' "$job_id" 0 "$report" >>"$tmp/to-register"; }
+record() { # body: the HTTP status
+	request POST /v1/jobs "$1"
+}
+while [[ -n $listing ]] && read -r job_id _ report; do
 	[[ -n $report && -z ${done_ids[$job_id]:-} ]] || continue
 	done_ids[$job_id]=1
-	[[ ${state[$job_id]:-} == RUNNING && -z ${is_held[$job_id]:-} ]] || continue
+	[[ -z ${is_held[$job_id]:-} ]] || continue
+	case ${state[$job_id]:-UNKNOWN} in
+	RUNNING | CONFIGURING) ;;
+	PENDING | REQUEUE_HOLD | RESV_DEL_HOLD | COMPLETED | CANCELLED | FAILED | TIMEOUT | NODE_FAIL | \
+		PREEMPTED | BOOT_FAIL | DEADLINE | OUT_OF_MEMORY | SPECIAL_EXIT | REVOKED | UNKNOWN)
+		continue
+		;;
+	*)
+		keep
+		continue
+		;;
+	esac
 	if $dry_run; then
-		log info "job $job_id (RUNNING in Slurm, unreserved): would be recorded"
+		log info "job $job_id (${state[$job_id]} in Slurm, unreserved): would be recorded"
 		recorded+=("$job_id")
 		continue
 	fi
@@ -271,15 +291,20 @@ while read -r job_id _ report; do
 		log err "job $job_id: its kept report is not JSON; dropped"
 		continue
 	}
-	code=$(request POST /v1/jobs "$body")
+	code=$(record "$body")
+	# Nodes missing from the service's registry: by node count instead, as
+	# the prolog does.
+	if [[ $code == 422 ]] && "$JOULECAST_JQ" -e '[.errors[]?.field] == ["node_list"]' "$tmp/answer" >/dev/null 2>&1; then
+		code=$(record "$(printf '%s' "$body" | "$JOULECAST_JQ" -c 'del(.node_list)')")
+	fi
 	case $code in
 	200 | 201)
-		log info "job $job_id (RUNNING in Slurm): ran unreserved; recorded now, its power counts under the caps"
+		log info "job $job_id (${state[$job_id]} in Slurm): ran unreserved; recorded now, its power counts under the caps"
 		recorded+=("$job_id")
 		;;
 	000 | 429 | 5*)
 		log warning "job $job_id: recording it answered HTTP $code; tried again next time"
-		printf '%s %s %s\n' "$job_id" 0 "$report" >>"$tmp/to-register"
+		keep
 		failed+=("$job_id")
 		;;
 	*)
@@ -288,13 +313,13 @@ while read -r job_id _ report; do
 		;;
 	esac
 done <<<"$spooled"
-if [[ -n $spooled ]] && ! $dry_run; then
-	mv -f "$tmp/to-register" "$JOULECAST_SPOOL_DIR/to-register"
+if [[ -n $spooled && -n $listing ]] && ! $dry_run; then
+	# Rewritten in place: the file stays the spool owner's.
+	cat "$tmp/to-register" >"$JOULECAST_SPOOL_DIR/to-register"
 fi
 
 verb=released
 $dry_run && verb="would release"
 log info "$source_name: ${#held[@]} job(s) held as running; $kept running in Slurm;" \
-	"$verb ${#released[@]}${released[*]:+: ${released[*]}}${failed[*]:+; failed: ${failed[*]}}" \
-	"${recorded[*]:+; ran unreserved, recorded: ${recorded[*]}}"
+	"$verb ${#released[@]}${released[*]:+: ${released[*]}}${failed[*]:+; failed: ${failed[*]}}${recorded[*]:+; ran unreserved, recorded: ${recorded[*]}}"
 ((${#failed[@]} == 0))

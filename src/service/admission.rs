@@ -565,6 +565,14 @@ fn energy_reason(e: &EnergyCheck) -> String {
     ) {
         (false, ..) => "energy: no account given, so no budget applies".to_owned(),
         (true, false, ..) => format!("energy: account {account} has no budget in force now"),
+        (true, true, _, Some(remaining)) if !e.fits && remaining <= 0.0 => format!(
+            "energy: account {account}'s budget is used up ({} left, counting the running \
+             jobs' commitments){}",
+            kwh(remaining),
+            e.predicted_ets_j
+                .map(|ets| format!(", so the job's {} ({}) cannot fit", kwh(ets), e.basis))
+                .unwrap_or_default()
+        ),
         (true, true, None, Some(remaining)) => format!(
             "energy: the application has no history and no time_limit_s was given, so its \
              energy cannot be bounded against the {} left in account {account}'s budget",
@@ -575,13 +583,6 @@ fn energy_reason(e: &EnergyCheck) -> String {
             kwh(ets),
             e.basis,
             kwh(remaining)
-        ),
-        (true, true, Some(ets), Some(remaining)) if remaining <= 0.0 => format!(
-            "energy: account {account}'s budget is used up ({} left, counting the running \
-             jobs' commitments), so the job's {} ({}) cannot fit",
-            kwh(remaining),
-            kwh(ets),
-            e.basis
         ),
         (true, true, Some(ets), Some(remaining)) => format!(
             "energy: the job's {} ({}) exceed the {} left in account {account}'s budget",
@@ -702,7 +703,36 @@ pub fn init_counters() {
 
 #[cfg(test)]
 mod tests {
-    use super::kwh;
+    use super::{EnergyBasis, EnergyCheck, energy_reason, kwh};
+
+    #[test]
+    fn a_spent_budget_is_said_used_up_with_or_without_an_estimate() {
+        let check = |ets: Option<f64>| EnergyCheck {
+            fits: false,
+            account: Some("proj42".into()),
+            budget: true,
+            remaining_j: Some(-464_400.0),
+            predicted_ets_j: ets,
+            basis: if ets.is_some() {
+                EnergyBasis::Predicted
+            } else {
+                EnergyBasis::Unknown
+            },
+            remaining_after_j: None,
+            period_end: None,
+        };
+        let without = energy_reason(&check(None));
+        assert!(
+            without.starts_with("energy: account proj42's budget is used up (-0.129 kWh left"),
+            "{without}"
+        );
+        assert!(!without.contains("cannot be bounded"), "{without}");
+        let with = energy_reason(&check(Some(6.6e6)));
+        assert!(
+            with.contains("used up") && with.contains("the job's 1.83 kWh"),
+            "{with}"
+        );
+    }
 
     #[test]
     fn energies_read_in_kwh_to_three_figures() {

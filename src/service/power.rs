@@ -142,6 +142,7 @@ pub async fn current_load(service: &Service) -> Result<Arc<Load>> {
     let read_at = service.caches.generation();
     // The registry changes with the nodes, not with every job.
     let known = service.caches.registry();
+    let read_afresh = known.is_none();
     // Boxed: the cached path's future need not hold the read's.
     let read = Box::pin(async {
         let mut conn = service.pool.acquire().await?;
@@ -156,9 +157,13 @@ pub async fn current_load(service: &Service) -> Result<Arc<Load>> {
         Ok(load) => Arc::new(load),
         Err(e) => return service.stale_or(e, None),
     };
-    service
-        .caches
-        .put_registry(load.registry().clone(), read_at);
+    if read_afresh {
+        // Kept for its time-to-live from now; one taken from memory is not
+        // put back, or every job change would renew it for ever.
+        service
+            .caches
+            .put_registry(load.registry().clone(), read_at);
+    }
     service.caches.put_load(load.clone(), read_at);
     Ok(load)
 }

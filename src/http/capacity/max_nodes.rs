@@ -162,8 +162,8 @@ pub async fn max_nodes(
     let partition = scope.partition.as_deref();
     // The node registry, for the idle power admission reserves at the least
     // (`Estimate::at_least_idle`), kept in memory until the nodes change.
-    // Through a database outage, a replica that never read it since they
-    // last did answers without that floor (flagged
+    // Through a database outage, a replica that has not read it since the
+    // nodes last changed answers without that floor (flagged
     // `database_unavailable`), as it answers the rest from memory.
     let registry = match crate::service::power::registry(&state).await {
         Ok(registry) => Some(registry),

@@ -196,7 +196,7 @@ pub async fn detail(
                     h2 { "Least energy" }
                     p.big { span data-check="least_energy.nodes" data-si=(c.nodes) { (c.nodes) } (if c.nodes == 1 { " node" } else { " nodes" }) }
                     p { (format::energy(c.ets_j)) " in " (format::duration(c.tts_s)) }
-                    (beyond_measured(c.nodes, app.nodes_max))
+                    (outside_measured(c.nodes, app.nodes_min, app.nodes_max))
                 }
             }
             @if let Some(c) = &fastest {
@@ -204,7 +204,7 @@ pub async fn detail(
                     h2 { "Fastest" }
                     p.big { span data-check="fastest.nodes" data-si=(c.nodes) { (c.nodes) } (if c.nodes == 1 { " node" } else { " nodes" }) }
                     p { (format::duration(c.tts_s)) " using " (format::energy(c.ets_j)) }
-                    (beyond_measured(c.nodes, app.nodes_max))
+                    (outside_measured(c.nodes, app.nodes_min, app.nodes_max))
                 }
             }
         }
@@ -217,13 +217,18 @@ pub async fn detail(
     Ok(page(&app.tag, Some("/ui/apps"), &viewer, body))
 }
 
-/// A count beyond the largest measured one, said so (the API flags it
+/// A count outside the measured ones, said so (the API flags it
 /// `extrapolation`): nothing otherwise.
-fn beyond_measured(nodes: u32, largest: Option<i32>) -> Markup {
+fn outside_measured(nodes: u32, smallest: Option<i32>, largest: Option<i32>) -> Markup {
+    let n = i64::from(nodes);
     html! {
-        @if let Some(largest) = largest.filter(|l| i64::from(nodes) > i64::from(*l)) {
+        @if let Some(largest) = largest.filter(|l| n > i64::from(*l)) {
             p.note data-check="extrapolated" {
                 "Extrapolated: beyond the largest measured count (" (largest) "), so less certain."
+            }
+        } @else if let Some(smallest) = smallest.filter(|s| n < i64::from(*s)) {
+            p.note data-check="extrapolated" {
+                "Extrapolated: below the smallest measured count (" (smallest) "), so less certain."
             }
         }
     }
