@@ -544,15 +544,7 @@ fn shared_reason(shared: &[&str]) -> String {
 /// An energy for people: kWh, to three significant figures (budgets are
 /// set and read in kWh; "0.000e0 J" said nothing).
 fn kwh(joules: f64) -> String {
-    let k = joules / 3.6e6;
-    if k == 0.0 || !k.is_finite() {
-        return format!("{k} kWh");
-    }
-    if k.abs() >= 1e6 {
-        return format!("{k:.3e} kWh");
-    }
-    let digits = usize::try_from(2 - k.abs().log10().floor() as i64).unwrap_or(0);
-    format!("{k:.digits$} kWh")
+    format!("{} kWh", crate::text::sig3(joules / 3.6e6))
 }
 
 fn energy_reason(e: &EnergyCheck) -> String {
@@ -737,10 +729,10 @@ mod tests {
     #[test]
     fn energies_read_in_kwh_to_three_figures() {
         assert_eq!(kwh(6.6e6), "1.83 kWh");
-        assert_eq!(kwh(600.0), "0.000167 kWh");
+        assert_eq!(kwh(600.0), "1.67e-4 kWh");
         assert_eq!(kwh(4.444e9), "1234 kWh");
         assert_eq!(kwh(-464_400.0), "-0.129 kWh");
         assert_eq!(kwh(0.0), "0 kWh");
-        assert_eq!(kwh(1.04e14), "2.889e7 kWh");
+        assert_eq!(kwh(1.04e14), "2.89e7 kWh");
     }
 }
