@@ -288,20 +288,14 @@ report_unreserved() {
 		log info "reported $("$JOULECAST_JQ" -r '.counted' "$tmp/unreserved" 2>/dev/null) job(s) that ran unreserved while the service was unreachable"
 		# Kept for reconcile.sh; if that cannot be written, the jobs stay
 		# where they were (counting them again changes nothing).
-		if awk 'NF >= 3' "$taken" >>"$JOULECAST_SPOOL_DIR/to-register"; then
-			rm -f "$taken"
-		else
-			cat "$taken" >>"$spool"
-			rm -f "$taken"
-		fi
+		awk 'NF >= 3' "$taken" >>"$JOULECAST_SPOOL_DIR/to-register" || cat "$taken" >>"$spool"
 	elif [[ $sent == 4* && $sent != 401 && $sent != 403 && $sent != 429 ]]; then
 		# Refused as it is: sending it again cannot help.
 		log err "the service refused the report of jobs that ran unreserved (HTTP $sent); dropped: $(tr '\n' ' ' <"$taken" | head -c 300)"
-		rm -f "$taken"
 	else
 		cat "$taken" >>"$spool"
-		rm -f "$taken"
 	fi
+	rm -f "$taken"
 }
 
 case $code in

@@ -218,18 +218,24 @@ while IFS='|' read -r id array_id task_id job_state; do
 	state[$id]=$job_state
 done <<<"$listing"
 
+# Whether Slurm shows a job pending or held (requeued), in a final state, or
+# not at all: it does not run, and will not without a new prolog.
+not_running() {
+	case $1 in
+	PENDING | REQUEUE_HOLD | RESV_DEL_HOLD | COMPLETED | CANCELLED | FAILED | TIMEOUT | NODE_FAIL | \
+		PREEMPTED | BOOT_FAIL | DEADLINE | OUT_OF_MEMORY | SPECIAL_EXIT | REVOKED | UNKNOWN) return 0 ;;
+	*) return 1 ;;
+	esac
+}
+
 # 3. Release those Slurm does not run.
 released=() failed=() kept=0
 for job_id in "${held[@]}"; do
 	slurm_state=${state[$job_id]:-UNKNOWN}
-	case $slurm_state in
-	PENDING | REQUEUE_HOLD | RESV_DEL_HOLD | COMPLETED | CANCELLED | FAILED | TIMEOUT | NODE_FAIL | \
-		PREEMPTED | BOOT_FAIL | DEADLINE | OUT_OF_MEMORY | SPECIAL_EXIT | REVOKED | UNKNOWN) ;;
-	*)
+	if ! not_running "$slurm_state"; then
 		kept=$((kept + 1))
 		continue
-		;;
-	esac
+	fi
 	if $dry_run; then
 		log info "job $job_id ($slurm_state in Slurm): would be released"
 		released+=("$job_id")
@@ -271,19 +277,14 @@ while [[ -n $listing ]] && read -r job_id _ report; do
 	[[ -n $report && -z ${done_ids[$job_id]:-} ]] || continue
 	done_ids[$job_id]=1
 	[[ -z ${is_held[$job_id]:-} ]] || continue
-	case ${state[$job_id]:-UNKNOWN} in
-	RUNNING | CONFIGURING) ;;
-	PENDING | REQUEUE_HOLD | RESV_DEL_HOLD | COMPLETED | CANCELLED | FAILED | TIMEOUT | NODE_FAIL | \
-		PREEMPTED | BOOT_FAIL | DEADLINE | OUT_OF_MEMORY | SPECIAL_EXIT | REVOKED | UNKNOWN)
+	slurm_state=${state[$job_id]:-UNKNOWN}
+	not_running "$slurm_state" && continue
+	if [[ $slurm_state != RUNNING && $slurm_state != CONFIGURING ]]; then
+		keep # suspended, ...: it may run again
 		continue
-		;;
-	*)
-		keep
-		continue
-		;;
-	esac
+	fi
 	if $dry_run; then
-		log info "job $job_id (${state[$job_id]} in Slurm, unreserved): would be recorded"
+		log info "job $job_id ($slurm_state in Slurm, unreserved): would be recorded"
 		recorded+=("$job_id")
 		continue
 	fi
@@ -299,7 +300,7 @@ while [[ -n $listing ]] && read -r job_id _ report; do
 	fi
 	case $code in
 	200 | 201)
-		log info "job $job_id (${state[$job_id]} in Slurm): ran unreserved; recorded now, its power counts under the caps"
+		log info "job $job_id ($slurm_state in Slurm): ran unreserved; recorded now, its power counts under the caps"
 		recorded+=("$job_id")
 		;;
 	000 | 429 | 5*)
