@@ -558,6 +558,19 @@ pub fn fit_history(history: History, options: FitOptions) -> Option<Model> {
     })
 }
 
+/// How far `n` lies outside the measured range `(lo, hi)`, as a ratio past
+/// its nearest end less one (0 inside it): n / hi − 1 above, lo / n − 1
+/// below. A prediction's interval widens by 1 + that.
+fn distance_outside(n: f64, (lo, hi): (f64, f64)) -> f64 {
+    if n < lo {
+        lo / n - 1.0
+    } else if n > hi {
+        n / hi - 1.0
+    } else {
+        0.0
+    }
+}
+
 /// The most one run could measure of `metric`: what ingestion accepts (100
 /// kW a node, ten years; energy, their product a node), or the most
 /// `history` measured (a node, for power and energy) where it came from
@@ -648,14 +661,12 @@ impl Model {
         if bounded {
             flags.insert(Flag::Bounded);
         }
-        let (lo, hi) = self.history.range();
-        let outside = if n < lo {
-            (lo - n) / (hi - lo).max(lo)
-        } else if n > hi {
-            (n - hi) / (hi - lo).max(hi)
-        } else {
-            0.0
-        };
+        // How many times past the range's nearest end, less one: 1.0 at
+        // twice the largest count and at half the smallest. (Below the
+        // range it was the distance over the range's width, so that half
+        // of 2 nodes, in a range of 2 to 128, counted as 0.008 and the
+        // interval hardly widened: docs/accuracy.md, "Below the range".)
+        let outside = distance_outside(n, self.history.range());
         if outside > 0.0 {
             flags.insert(Flag::Extrapolation);
         }
@@ -954,6 +965,40 @@ mod tests {
         // Far beyond: capped at a factor of 100.
         let p = model.predict_model(1_000_000);
         assert!((p.high / p.value - MAX_SPREAD).abs() < 1e-9, "{p:?}");
+    }
+
+    #[test]
+    fn intervals_widen_as_much_at_half_the_smallest_count_as_at_twice_the_largest() {
+        // A range of 2 to 128 nodes: 1 node is as far below it, as a ratio,
+        // as 256 above it. Both are answered with the σ beyond the range,
+        // so their intervals are equally wide in the logs, twice as wide as
+        // without the distance; at 1.5 times the largest, 1.5 times.
+        let data = crate::model::runs(&[
+            (2, 100.0),
+            (4, 56.0),
+            (8, 30.0),
+            (16, 17.0),
+            (32, 9.5),
+            (64, 5.6),
+            (128, 3.4),
+        ]);
+        let model = fit(&data, options(2.0)).unwrap();
+        let half_width = |nodes| {
+            let p = model.predict_model(nodes);
+            assert!(p.flags.contains(Flag::Extrapolation), "{nodes}: {p:?}");
+            (p.high / p.value).ln()
+        };
+        let sigma = model.sigma[Regime::Beyond as usize];
+        let (below, above) = (half_width(1), half_width(256));
+        assert!((below - above).abs() < 1e-9, "{below} against {above}");
+        assert!(
+            (above - 2.0 * Z95 * sigma).abs() < 1e-9,
+            "{above}, σ {sigma}"
+        );
+        let near = half_width(192);
+        assert!((near - 1.5 * Z95 * sigma).abs() < 1e-9, "{near}, σ {sigma}");
+        assert!((distance_outside(4.0 / 3.0, (2.0, 128.0)) - 0.5).abs() < 1e-12);
+        assert_eq!(distance_outside(64.0, (2.0, 128.0)), 0.0);
     }
 
     #[test]
