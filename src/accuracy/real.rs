@@ -837,7 +837,26 @@ mod tests {
         assert_eq!(cells[5].parse::<f64>().unwrap(), ets.truth);
         assert_eq!(cells.len(), 14);
         assert!(["true", "false"].contains(&cells[12]), "{row}");
+        // Exact, so every 95 % interval holds its truth; the report counts
+        // the ones that do not.
+        assert!(cases.iter().all(|c| c.covered == [true, true]));
         let report = to_markdown(&cases);
+        assert!(
+            report.contains("held the truth in 4 of 4 cases (100 %) as the model gives it"),
+            "{report}"
+        );
+        let mut missed = cases.clone();
+        let first = missed
+            .iter_mut()
+            .find(|c| c.metric == Metric::Tts && c.kind == Kind::LeaveOneOut)
+            .unwrap();
+        first.covered[1] = false;
+        let line = coverage(&missed, Metric::Tts, Kind::LeaveOneOut).unwrap();
+        assert!(
+            line.contains("in 4 of 4 cases (100 %) as the model gives it, in 3 (75 %) as served"),
+            "{line}"
+        );
+        assert!(line.ends_with("by data set: e 3/4."), "{line}");
         for title in [
             "median % error of TtS",
             "median % error of EtS",

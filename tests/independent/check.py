@@ -272,6 +272,18 @@ def questions(p, runs):
         train = [r for r in runs if r["nodes"] <= M]
         out.append(("extrap", f"{args.prefix}-{p['idx']:03d}-ext", train, [int(round(1.5 * M)), 2 * M]))
     p["M"] = M
+    # Below the range, the mirror: trained on the counts from m, the
+    # smallest count at least twice the smallest generated with three
+    # counts from it, asked at m / 1.5 and m / 2 (fewer nodes than the
+    # application ever ran on).
+    low = [c for c in counts if c >= 2 * counts[0] and len([d for d in counts if d >= c]) >= 3]
+    m = low[0] if low else None
+    p["m_low"] = m
+    if m is not None:
+        half, two_thirds = max(1, round(m / 2)), round(m / 1.5)
+        targets = [two_thirds, half] if two_thirds != half else [half]
+        train = [r for r in runs if r["nodes"] >= m]
+        out.append(("below", f"{args.prefix}-{p['idx']:03d}-below", train, targets))
     return out
 
 
@@ -362,7 +374,12 @@ def evaluate():
                 print("BATCH PROBLEM", p["idx"], st, str(body)[:400], file=sys.stderr)
         for cat, tag, train, targets in qs:
             for n in targets:
-                label = cat if cat == "inside" else ("1.5x" if n != 2 * p["M"] else "2x")
+                if cat == "inside":
+                    label = cat
+                elif cat == "below":
+                    label = "m/2" if n == max(1, round(p["m_low"] / 2)) else "m/1.5"
+                else:
+                    label = "1.5x" if n != 2 * p["M"] else "2x"
                 st, ans = http("GET", f"/v1/apps/{tag}/predictions?nodes={n}")
                 tr = truth(p, n)
                 case = {"app": tag, "idx": p["idx"], "cat": label, "nodes": n, "status": st,
@@ -442,7 +459,9 @@ def report(apps, cases, elapsed, skipped_ext):
       f"run-to-run noise {100 * args.noise[0]:g}–{100 * args.noise[1]:g} %. "
       f"Scaling mode left at the default (`unknown`).\n")
     w(f"Questions: {len(cases)} ({sum(c['cat'] == 'inside' for c in cases)} leave-one-count-out inside the range, "
-      f"{sum(c['cat'] == '1.5x' for c in cases)} at 1.5xM, {sum(c['cat'] == '2x' for c in cases)} at 2xM; "
+      f"{sum(c['cat'] == '1.5x' for c in cases)} at 1.5xM, {sum(c['cat'] == '2x' for c in cases)} at 2xM, "
+      f"{sum(c['cat'] == 'm/1.5' for c in cases)} at m/1.5 and {sum(c['cat'] == 'm/2' for c in cases)} at m/2 "
+      f"below the range, trained on the counts from m; "
       f"{skipped_ext} apps without an extrapolation question). Truth = noiseless generator value. "
       f"Error = |pred - truth| / truth in %.\n")
     w(f"HTTP: {stats['requests']} requests, non-2xx: **{len(stats['non2xx'])}**, 5xx: **{len(stats['5xx'])}**, "
@@ -459,7 +478,7 @@ def report(apps, cases, elapsed, skipped_ext):
     w("Baselines fitted on the per-count means of the same training runs: line = LSQ y=a+bn; "
       "pow = LSQ line in log-log; picked = line or pow by smaller leave-one-count-out mean % error on the "
       "training counts (endpoints included); interp = log-log interpolation between neighbouring counts "
-      "(beyond the range: power law through the last two counts). cov = share of truths inside Joulecast's "
+      "(beyond the range: power law through the last two counts; below it, through the first two). cov = share of truths inside Joulecast's "
       "interval. JC p90 = 90th percentile of Joulecast's error. win = share of questions where Joulecast's "
       "error <= picked's.\n")
     for gname, gf in groups:
@@ -468,7 +487,7 @@ def report(apps, cases, elapsed, skipped_ext):
         w("| metric | category | n | Joulecast | line | pow | picked | interp | JC p90 | picked p90 | win vs picked | cov |")
         w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for m in METRICS:
-            for cat in ("inside", "1.5x", "2x"):
+            for cat in ("inside", "1.5x", "2x", "m/1.5", "m/2"):
                 cs = [c for c in sel if c["cat"] == cat]
                 if not cs:
                     continue
@@ -486,7 +505,8 @@ def report(apps, cases, elapsed, skipped_ext):
     fam = {}
     for c in ok:
         for m in METRICS:
-            k = (c["cat"] if c["cat"] == "inside" else "beyond", m, c["served"][m]["family"])
+            where = {"inside": "inside", "m/1.5": "below", "m/2": "below"}.get(c["cat"], "beyond")
+            k = (where, m, c["served"][m]["family"])
             fam[k] = fam.get(k, 0) + 1
     w("\n## Families that answered\n")
     w("| where | metric | family | count |")
