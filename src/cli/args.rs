@@ -115,8 +115,9 @@ pub struct AccuracyArgs {
     )]
     pub real: Option<Vec<PathBuf>>,
     /// With --real: also write every case (data set, configuration, metric,
-    /// node count, truth, the family that answered, each method's % error)
-    /// to this CSV file.
+    /// node count, truth, the family that answered, each method's % error,
+    /// whether the truth lay in the 95 % interval of the model and as
+    /// served) to this CSV file.
     #[arg(long, value_name = "FILE", requires = "real")]
     pub cases: Option<PathBuf>,
 }

@@ -281,7 +281,8 @@ def questions(p, runs):
     p["m_low"] = m
     if m is not None:
         half, two_thirds = max(1, round(m / 2)), round(m / 1.5)
-        targets = [two_thirds, half] if two_thirds != half else [half]
+        # Where both round to one count, it is asked once, as m / 2.
+        targets = [(two_thirds, "m/1.5"), (half, "m/2")] if two_thirds != half else [(half, "m/2")]
         train = [r for r in runs if r["nodes"] >= m]
         out.append(("below", f"{args.prefix}-{p['idx']:03d}-below", train, targets))
     return out
@@ -377,7 +378,7 @@ def evaluate():
                 if cat == "inside":
                     label = cat
                 elif cat == "below":
-                    label = "m/2" if n == max(1, round(p["m_low"] / 2)) else "m/1.5"
+                    n, label = n
                 else:
                     label = "1.5x" if n != 2 * p["M"] else "2x"
                 st, ans = http("GET", f"/v1/apps/{tag}/predictions?nodes={n}")
@@ -462,7 +463,9 @@ def report(apps, cases, elapsed, skipped_ext):
       f"{sum(c['cat'] == '1.5x' for c in cases)} at 1.5xM, {sum(c['cat'] == '2x' for c in cases)} at 2xM, "
       f"{sum(c['cat'] == 'm/1.5' for c in cases)} at m/1.5 and {sum(c['cat'] == 'm/2' for c in cases)} at m/2 "
       f"below the range, trained on the counts from m; "
-      f"{skipped_ext} apps without an extrapolation question). Truth = noiseless generator value. "
+      f"{skipped_ext} apps without an extrapolation question, "
+      f"{sum(p.get('m_low') is None for p in apps)} without one below the range). "
+      f"Truth = noiseless generator value. "
       f"Error = |pred - truth| / truth in %.\n")
     w(f"HTTP: {stats['requests']} requests, non-2xx: **{len(stats['non2xx'])}**, 5xx: **{len(stats['5xx'])}**, "
       f"max latency {stats['max_s']:.2f} s, mean {stats['total_s'] / max(1, stats['requests']):.3f} s; "
