@@ -39,6 +39,9 @@ const THIN_SIGMA: f64 = 0.25;
 /// power or time measurement is closer than 0.1 %, whatever a back-test of
 /// exact data says.
 const SIGMA_FLOOR: f64 = 0.001;
+/// Where `Model::sigma` keeps the standard error below the range, after
+/// those of `Regime::Inside` and `Regime::Beyond`.
+const BELOW: usize = 2;
 /// Slack on the theoretical bounds, for measurement noise.
 const THEORY_SLACK: f64 = 0.05;
 
@@ -330,6 +333,15 @@ impl History {
         }
     }
 
+    /// The points from the `k`-th on.
+    pub fn suffix(&self, k: usize) -> History {
+        let points = self.points[k..].to_vec();
+        History {
+            runs: points.iter().map(|p| p.runs).sum(),
+            points,
+        }
+    }
+
     fn range(&self) -> (f64, f64) {
         (
             f64::from(self.points[0].nodes),
@@ -406,8 +418,11 @@ pub struct Model {
     /// The allowed %RMSE applied: the one asked for, or the %RMSE that the
     /// scatter of repeated runs gives even the true curve, if that is larger.
     pub effective_allowed_pct: f64,
-    /// Relative standard error of a prediction, by regime.
-    pub sigma: [f64; 2],
+    /// Relative standard error of a prediction: inside the range (the
+    /// winner inside's leave-one-out errors), above it (the winner
+    /// beyond's forward errors), below it (the winner inside's backward
+    /// errors, `select::backward`); each at least the one inside.
+    pub sigma: [f64; 3],
     /// The most one run could measure (`run_limit`): a node for APC and
     /// EtS, in all for TtS. Found once here, not at every prediction.
     run_limit: f64,
@@ -529,12 +544,11 @@ pub fn fit_history(history: History, options: FitOptions) -> Option<Model> {
     }
     let allowed = effective_allowed(&history, options.allowed_rmse_pct);
     let noise = select::Noise::of(&history, allowed);
-    let selection = match history.coarsened(MAX_SELECTION_POINTS) {
-        Some(pooled) => select::select(&pooled, &options, noise),
-        None => select::select(&history, &options, noise),
-    };
+    let pooled = history.coarsened(MAX_SELECTION_POINTS);
+    let selected = pooled.as_ref().unwrap_or(&history);
+    let selection = select::select(selected, &options, noise);
     let sigma = if history.points.len() < 3 {
-        [THIN_SIGMA; 2]
+        [THIN_SIGMA; 3]
     } else {
         let inside = selection.winner(Regime::Inside);
         let beyond = selection.winner(Regime::Beyond);
@@ -546,7 +560,14 @@ pub fn fit_history(history: History, options: FitOptions) -> Option<Model> {
             .or(rms(forward(inside)))
             .unwrap_or(inside.rmse_pct / 100.0);
         let beyond_sigma = rms(forward(beyond)).unwrap_or(THIN_SIGMA).max(inside_sigma);
-        [inside_sigma, beyond_sigma].map(|s| s.max(SIGMA_FLOOR))
+        // Below the range the family inside answers: its own errors on the
+        // smallest counts predicted from the larger ones, the question
+        // asked there (docs/accuracy.md, "Below the range").
+        let backward = select::backward(inside.family, selected, &options, allowed);
+        let below_sigma = rms(backward.as_ref())
+            .unwrap_or(beyond_sigma)
+            .max(inside_sigma);
+        [inside_sigma, beyond_sigma, below_sigma].map(|s| s.max(SIGMA_FLOOR))
     };
     Some(Model {
         options,
@@ -680,9 +701,12 @@ impl Model {
         // its back-test errors are relative, so a wide interval stays above
         // zero (a relative half-width would reach it at 100 %); a narrow one
         // is the same as value · (1 ± 1.96 σ).
-        let spread = (Z95 * self.sigma[regime as usize] * (1.0 + outside))
-            .exp()
-            .min(MAX_SPREAD);
+        let sigma = if n < self.history.range().0 {
+            self.sigma[BELOW]
+        } else {
+            self.sigma[regime as usize]
+        };
+        let spread = (Z95 * sigma * (1.0 + outside)).exp().min(MAX_SPREAD);
         Prediction {
             value,
             source: Source::Model,
@@ -970,9 +994,11 @@ mod tests {
     #[test]
     fn intervals_widen_as_much_at_half_the_smallest_count_as_at_twice_the_largest() {
         // A range of 2 to 128 nodes: 1 node is as far below it, as a ratio,
-        // as 256 above it. Both are answered with the σ beyond the range,
-        // so their intervals are equally wide in the logs, twice as wide as
-        // without the distance; at 1.5 times the largest, 1.5 times.
+        // as 256 above it, so both intervals are twice as wide in the logs
+        // as their σ gives without the distance (above, the forward errors
+        // of the winner beyond; below, the backward errors of the winner
+        // inside, which answers there); at 1.5 times the largest, 1.5
+        // times.
         let data = crate::model::runs(&[
             (2, 100.0),
             (4, 56.0),
@@ -990,11 +1016,29 @@ mod tests {
         };
         let sigma = model.sigma[Regime::Beyond as usize];
         let (below, above) = (half_width(1), half_width(256));
-        assert!((below - above).abs() < 1e-9, "{below} against {above}");
+        let below_sigma = model.sigma[BELOW];
+        assert!(
+            (below - 2.0 * Z95 * below_sigma).abs() < 1e-9,
+            "{below}, σ {below_sigma}"
+        );
         assert!(
             (above - 2.0 * Z95 * sigma).abs() < 1e-9,
             "{above}, σ {sigma}"
         );
+        // Below, the σ is the answering family's backward errors' RMS (at
+        // least its leave-one-out one).
+        let inside = model.selection.winner(Regime::Inside);
+        let options = options(2.0);
+        let allowed = model.effective_allowed_pct;
+        let backward = select::backward(inside.family, &model.history, &options, allowed).unwrap();
+        let expected = (backward.rms_pct / 100.0)
+            .max(model.sigma[Regime::Inside as usize])
+            .max(SIGMA_FLOOR);
+        assert!(
+            (below_sigma - expected).abs() < 1e-12,
+            "{below_sigma} against {expected}"
+        );
+        assert!(below_sigma > SIGMA_FLOOR, "{backward:?}");
         let near = half_width(192);
         assert!((near - 1.5 * Z95 * sigma).abs() < 1e-9, "{near}, σ {sigma}");
         assert!((distance_outside(4.0 / 3.0, (2.0, 128.0)) - 0.5).abs() < 1e-12);

@@ -618,6 +618,43 @@ fn forward(
     })
 }
 
+/// The mirror of `forward`: each of the smallest node counts (at most
+/// `MAX_FORWARD`) predicted from the counts at least `FORWARD_RATIO` times
+/// it, as far as a query below the range reaches; where that leaves too
+/// few to train on, from all counts above it. `None` for fewer than three
+/// node counts, or where `family` cannot be fitted to a part.
+pub(crate) fn backward(
+    family: Family,
+    history: &History,
+    options: &FitOptions,
+    allowed: f64,
+) -> Option<ErrorSummary> {
+    let m = history.points.len();
+    if m < 3 {
+        return None;
+    }
+    let cases = m.saturating_sub(MIN_FORWARD_TRAINING).clamp(1, MAX_FORWARD);
+    let min_training = MIN_FORWARD_TRAINING.min(m - 1);
+    let errors = (0..cases)
+        .map(|i| {
+            let p = &history.points[i];
+            let reach = f64::from(p.nodes) * FORWARD_RATIO;
+            let far = history
+                .points
+                .partition_point(|q| f64::from(q.nodes) < reach);
+            let from = if m - far >= min_training { far } else { i + 1 };
+            error_at(
+                family,
+                &history.suffix(from),
+                options,
+                allowed,
+                (p.nodes, p.mean),
+            )
+        })
+        .collect::<Option<Vec<f64>>>()?;
+    ErrorSummary::new(errors)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -707,6 +744,29 @@ mod tests {
         let s2 = x.iter().map(|xi| (xi - mean).powi(2)).sum::<f64>() / (k - 1.0);
         assert!((jackknife_error(&means) - (s2 / k).sqrt()).abs() < 1e-12);
         assert_eq!(jackknife_error(&[5.0]), 0.0);
+    }
+
+    #[test]
+    fn backward_predicts_the_smallest_counts_from_those_half_again_larger() {
+        // An exact power law: every refit of the power law is exact.
+        let h = sampled(|n| 3600.0 * n.powf(-0.83), &POWERS);
+        let options = options(Metric::Tts);
+        let exact = backward(Family::PowerLaw, &h, &options, 2.0).unwrap();
+        assert_eq!(exact.points, MAX_FORWARD);
+        assert!(exact.max_pct < 1e-9, "{exact:?}");
+        // One node twice as slow as the law says: predicting it from 2
+        // nodes up (1.5 × 1 = 1.5) misses by half; the others are exact.
+        let mut h = h;
+        h.points[0].mean *= 2.0;
+        let off = backward(Family::PowerLaw, &h, &options, 2.0).unwrap();
+        assert!((off.max_pct - 50.0).abs() < 1e-6, "{off:?}");
+        assert!(off.median_pct < 1e-6, "{off:?}");
+        // Three counts: one case, trained on the two above it.
+        let three = sampled(|n| 10.0 * n, &[4, 5, 6]);
+        let line = backward(Family::Line, &three, &options, 2.0).unwrap();
+        assert_eq!(line.points, 1);
+        assert!(line.max_pct < 1e-9, "{line:?}");
+        assert!(backward(Family::Line, &three.prefix(2), &options, 2.0).is_none());
     }
 
     #[test]
