@@ -421,7 +421,8 @@ pub struct Model {
     /// Relative standard error of a prediction: inside the range (the
     /// winner inside's leave-one-out errors), above it (the winner
     /// beyond's forward errors), below it (the winner inside's backward
-    /// errors, `select::backward`); each at least the one inside.
+    /// errors, `select::backward`; where they cannot be had, the σ
+    /// above); each at least the one inside.
     pub sigma: [f64; 3],
     /// The most one run could measure (`run_limit`): a node for APC and
     /// EtS, in all for TtS. Found once here, not at every prediction.
@@ -1025,20 +1026,26 @@ mod tests {
             (above - 2.0 * Z95 * sigma).abs() < 1e-9,
             "{above}, σ {sigma}"
         );
-        // Below, the σ is the answering family's backward errors' RMS (at
-        // least its leave-one-out one).
+        // Below, the σ is the answering family's backward errors' RMS,
+        // here above its leave-one-out one, and neither the σ inside nor
+        // the σ beyond.
         let inside = model.selection.winner(Regime::Inside);
-        let options = options(2.0);
         let allowed = model.effective_allowed_pct;
-        let backward = select::backward(inside.family, &model.history, &options, allowed).unwrap();
-        let expected = (backward.rms_pct / 100.0)
-            .max(model.sigma[Regime::Inside as usize])
-            .max(SIGMA_FLOOR);
+        let backward =
+            select::backward(inside.family, &model.history, &model.options, allowed).unwrap();
+        let inside_sigma = model.sigma[Regime::Inside as usize];
         assert!(
-            (below_sigma - expected).abs() < 1e-12,
-            "{below_sigma} against {expected}"
+            backward.rms_pct / 100.0 > inside_sigma,
+            "{backward:?}, σ {inside_sigma}"
         );
-        assert!(below_sigma > SIGMA_FLOOR, "{backward:?}");
+        assert!(
+            (below_sigma - backward.rms_pct / 100.0).abs() < 1e-12,
+            "{below_sigma} against {backward:?}"
+        );
+        assert!(
+            below_sigma != sigma,
+            "σ below {below_sigma}, beyond {sigma}"
+        );
         let near = half_width(192);
         assert!((near - 1.5 * Z95 * sigma).abs() < 1e-9, "{near}, σ {sigma}");
         assert!((distance_outside(4.0 / 3.0, (2.0, 128.0)) - 0.5).abs() < 1e-12);

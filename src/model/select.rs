@@ -8,6 +8,10 @@
 //! - forward: each of the largest node counts predicted from the counts
 //!   below it (an extrapolation one step beyond the range).
 //!
+//! A third test, `backward` (the smallest node counts predicted from those
+//! above them), is run for the winner inside only: it sets the interval of
+//! that family's answers below the range (`fit::Model::sigma`).
+//!
 //! A query inside the measured range is answered by the family with the best
 //! score weighted towards leave-one-out, one beyond it by the best weighted
 //! towards the forward test, plus how far the family's prediction at twice
@@ -44,12 +48,14 @@ use super::{FitOptions, Metric};
 /// At most this many interior node counts are left out in turn (evenly
 /// spread), which bounds the cost of a selection for any history.
 const MAX_LEAVE_ONE_OUT: usize = 6;
-/// At most this many of the largest node counts are predicted forward.
+/// At most this many of the largest node counts are predicted forward (and
+/// of the smallest, backward).
 const MAX_FORWARD: usize = 3;
-/// The forward test needs at least this many node counts to train on, except
-/// in a history of three (where it trains on two).
+/// The forward and backward tests need at least this many node counts to
+/// train on, except in a history of three (where they train on two).
 const MIN_FORWARD_TRAINING: usize = 3;
-/// The forward test predicts a node count from those at most 1/this of it:
+/// The forward test predicts a node count from those at most 1/this of it
+/// (the backward test from those at least this times it):
 /// queries beyond the range ask at 1.5× to 2× the largest count, and a
 /// curve's end slope over a short step says little about that far.
 const FORWARD_RATIO: f64 = 1.5;
