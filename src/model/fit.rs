@@ -326,19 +326,19 @@ impl History {
 
     /// The history of its first `k` points.
     pub fn prefix(&self, k: usize) -> History {
-        let points = self.points[..k].to_vec();
-        History {
-            runs: points.iter().map(|p| p.runs).sum(),
-            points,
-        }
+        Self::of_points(&self.points[..k])
     }
 
     /// The points from the `k`-th on.
     pub fn suffix(&self, k: usize) -> History {
-        let points = self.points[k..].to_vec();
+        Self::of_points(&self.points[k..])
+    }
+
+    /// A history of some of another's points, with their runs.
+    fn of_points(points: &[NodePoint]) -> History {
         History {
             runs: points.iter().map(|p| p.runs).sum(),
-            points,
+            points: points.to_vec(),
         }
     }
 
@@ -688,7 +688,8 @@ impl Model {
         // range it was the distance over the range's width, so that half
         // of 2 nodes, in a range of 2 to 128, counted as 0.008 and the
         // interval hardly widened: docs/accuracy.md, "Below the range".)
-        let outside = distance_outside(n, self.history.range());
+        let range = self.history.range();
+        let outside = distance_outside(n, range);
         if outside > 0.0 {
             flags.insert(Flag::Extrapolation);
         }
@@ -702,7 +703,7 @@ impl Model {
         // its back-test errors are relative, so a wide interval stays above
         // zero (a relative half-width would reach it at 100 %); a narrow one
         // is the same as value · (1 ± 1.96 σ).
-        let sigma = if n < self.history.range().0 {
+        let sigma = if n < range.0 {
             self.sigma[BELOW]
         } else {
             self.sigma[regime as usize]

@@ -581,6 +581,18 @@ fn jackknife_error(values: &[f64]) -> f64 {
     ((k - 1.0) / k * squares).sqrt()
 }
 
+/// How many end counts the forward and backward tests of a history of `m`
+/// counts predict, and the fewest counts each trains on; `None` for fewer
+/// than three.
+fn end_test_sizes(m: usize) -> Option<(usize, usize)> {
+    (m >= 3).then(|| {
+        (
+            m.saturating_sub(MIN_FORWARD_TRAINING).clamp(1, MAX_FORWARD),
+            MIN_FORWARD_TRAINING.min(m - 1),
+        )
+    })
+}
+
 /// Each of the largest node counts (at most `MAX_FORWARD`) predicted from
 /// the counts at most 1/`FORWARD_RATIO` of it, as far as an extrapolation
 /// reaches; where that leaves too few to train on, from all counts below
@@ -592,12 +604,8 @@ fn forward(
     allowed: f64,
 ) -> Option<Holdout> {
     let m = history.points.len();
-    if m < 3 {
-        return None;
-    }
-    let cases = m.saturating_sub(MIN_FORWARD_TRAINING).clamp(1, MAX_FORWARD);
+    let (cases, min_training) = end_test_sizes(m)?;
     let first = m - cases;
-    let min_training = MIN_FORWARD_TRAINING.min(m - 1);
     let training = |i: usize| {
         let reach = f64::from(history.points[i].nodes) / FORWARD_RATIO;
         let far = history
@@ -636,11 +644,7 @@ pub(crate) fn backward(
     allowed: f64,
 ) -> Option<ErrorSummary> {
     let m = history.points.len();
-    if m < 3 {
-        return None;
-    }
-    let cases = m.saturating_sub(MIN_FORWARD_TRAINING).clamp(1, MAX_FORWARD);
-    let min_training = MIN_FORWARD_TRAINING.min(m - 1);
+    let (cases, min_training) = end_test_sizes(m)?;
     let errors = (0..cases)
         .map(|i| {
             let p = &history.points[i];
