@@ -39,9 +39,6 @@ const THIN_SIGMA: f64 = 0.25;
 /// power or time measurement is closer than 0.1 %, whatever a back-test of
 /// exact data says.
 const SIGMA_FLOOR: f64 = 0.001;
-/// Where `Model::sigma` keeps the standard error below the range, after
-/// those of `Regime::Inside` and `Regime::Beyond`.
-const BELOW: usize = 2;
 /// Slack on the theoretical bounds, for measurement noise.
 const THEORY_SLACK: f64 = 0.05;
 
@@ -418,11 +415,11 @@ pub struct Model {
     /// The allowed %RMSE applied: the one asked for, or the %RMSE that the
     /// scatter of repeated runs gives even the true curve, if that is larger.
     pub effective_allowed_pct: f64,
-    /// Relative standard error of a prediction: inside the range (the
-    /// winner inside's leave-one-out errors), above it (the winner
-    /// beyond's forward errors), below it (the winner inside's backward
-    /// errors, `select::backward`; where they cannot be had, the σ
-    /// above); each at least the one inside.
+    /// Relative standard error of a prediction, by `Regime`: inside the
+    /// range (the winner inside's leave-one-out errors), above it (the
+    /// winner beyond's forward errors), below it (the winner below's
+    /// backward errors; where they cannot be had, the σ above); each at
+    /// least the one inside.
     pub sigma: [f64; 3],
     /// The most one run could measure (`run_limit`): a node for APC and
     /// EtS, in all for TtS. Found once here, not at every prediction.
@@ -551,8 +548,7 @@ pub fn fit_history(history: History, options: FitOptions) -> Option<Model> {
     let sigma = if history.points.len() < 3 {
         [THIN_SIGMA; 3]
     } else {
-        let inside = selection.winner(Regime::Inside);
-        let beyond = selection.winner(Regime::Beyond);
+        let [inside, beyond, below] = Regime::ALL.map(|r| selection.winner(r));
         let rms = |e: Option<&ErrorSummary>| e.map(|e| e.rms_pct / 100.0);
         fn forward(c: &Candidate) -> Option<&ErrorSummary> {
             c.forward.as_ref().map(|h| &h.errors)
@@ -561,11 +557,10 @@ pub fn fit_history(history: History, options: FitOptions) -> Option<Model> {
             .or(rms(forward(inside)))
             .unwrap_or(inside.rmse_pct / 100.0);
         let beyond_sigma = rms(forward(beyond)).unwrap_or(THIN_SIGMA).max(inside_sigma);
-        // Below the range the family inside answers: its own errors on the
-        // smallest counts predicted from the larger ones, the question
-        // asked there (docs/accuracy.md, "Below the range").
-        let backward = select::backward(inside.family, selected, &options, allowed);
-        let below_sigma = rms(backward.as_ref())
+        // Below the range: the answering family's errors on the smallest
+        // counts predicted from the larger ones, the question asked there
+        // (docs/accuracy.md, "Below the range").
+        let below_sigma = rms(below.backward.as_ref())
             .unwrap_or(beyond_sigma)
             .max(inside_sigma);
         [inside_sigma, beyond_sigma, below_sigma].map(|s| s.max(SIGMA_FLOOR))
@@ -639,25 +634,14 @@ impl Model {
         flags
     }
 
-    /// Whether `nodes` is inside the measured range or beyond it.
+    /// Whether `nodes` is inside the measured range, above it or below it:
+    /// each has its own winner (`select`) and σ.
     pub fn regime(&self, nodes: u32) -> Regime {
         let (lo, hi) = self.history.range();
-        if (lo..=hi).contains(&f64::from(nodes)) {
-            Regime::Inside
-        } else {
-            Regime::Beyond
-        }
-    }
-
-    /// The regime whose winner answers at `nodes`: inside the measured
-    /// range and below it, the winner inside; above it, the winner beyond.
-    /// The forward back-test that picks the winner beyond predicts upwards,
-    /// from smaller counts to larger ones, and says nothing of the other
-    /// end; below the range the winner inside, picked mostly by leaving
-    /// counts out, answered real smallest counts from the larger ones
-    /// better (docs/accuracy.md, "Below the range").
-    pub fn answering(&self, nodes: u32) -> Regime {
-        if f64::from(nodes) > self.history.range().1 {
+        let n = f64::from(nodes);
+        if n < lo {
+            Regime::Below
+        } else if n > hi {
             Regime::Beyond
         } else {
             Regime::Inside
@@ -666,7 +650,7 @@ impl Model {
 
     /// The candidate that answers at `nodes`.
     pub fn candidate(&self, nodes: u32) -> &Candidate {
-        self.selection.winner(self.answering(nodes))
+        self.selection.winner(self.regime(nodes))
     }
 
     /// The model's value at `nodes` with its interval and flags, also
@@ -674,10 +658,8 @@ impl Model {
     pub fn predict_model(&self, nodes: u32) -> Prediction {
         let mut flags = self.history_flags();
         let n = f64::from(nodes);
-        // The interval widens by where `nodes` falls (below the range as
-        // above it), whichever winner answers.
         let regime = self.regime(nodes);
-        let candidate = self.candidate(nodes);
+        let candidate = self.selection.winner(regime);
         let ceiling = self.ceiling(n);
         let (value, bounded) = self.bounded(&candidate.curve, n, ceiling);
         if bounded {
@@ -703,11 +685,7 @@ impl Model {
         // its back-test errors are relative, so a wide interval stays above
         // zero (a relative half-width would reach it at 100 %); a narrow one
         // is the same as value · (1 ± 1.96 σ).
-        let sigma = if n < range.0 {
-            self.sigma[BELOW]
-        } else {
-            self.sigma[regime as usize]
-        };
+        let sigma = self.sigma[regime as usize];
         let spread = (Z95 * sigma * (1.0 + outside)).exp().min(MAX_SPREAD);
         Prediction {
             value,
@@ -999,8 +977,7 @@ mod tests {
         // as 256 above it, so both intervals are twice as wide in the logs
         // as their σ gives without the distance (above, the forward errors
         // of the winner beyond; below, the backward errors of the winner
-        // inside, which answers there); at 1.5 times the largest, 1.5
-        // times.
+        // below); at 1.5 times the largest, 1.5 times.
         let data = crate::model::runs(&[
             (2, 100.0),
             (4, 56.0),
@@ -1018,7 +995,7 @@ mod tests {
         };
         let sigma = model.sigma[Regime::Beyond as usize];
         let (below, above) = (half_width(1), half_width(256));
-        let below_sigma = model.sigma[BELOW];
+        let below_sigma = model.sigma[Regime::Below as usize];
         assert!(
             (below - 2.0 * Z95 * below_sigma).abs() < 1e-9,
             "{below}, σ {below_sigma}"
@@ -1030,10 +1007,12 @@ mod tests {
         // Below, the σ is the answering family's backward errors' RMS,
         // here above its leave-one-out one, and neither the σ inside nor
         // the σ beyond.
-        let inside = model.selection.winner(Regime::Inside);
-        let allowed = model.effective_allowed_pct;
-        let backward =
-            select::backward(inside.family, &model.history, &model.options, allowed).unwrap();
+        let backward = model
+            .selection
+            .winner(Regime::Below)
+            .backward
+            .clone()
+            .unwrap();
         let inside_sigma = model.sigma[Regime::Inside as usize];
         assert!(
             backward.rms_pct / 100.0 > inside_sigma,

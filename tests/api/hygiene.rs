@@ -279,7 +279,14 @@ fn a_predictions_model_has_its_own_schema() {
         .next()
         .unwrap();
     let properties = &schemas[name]["properties"];
-    for field in ["family", "family_beyond", "inside", "beyond"] {
+    for field in [
+        "family",
+        "family_beyond",
+        "family_below",
+        "inside",
+        "beyond",
+        "below",
+    ] {
         assert!(
             properties.get(field).is_some(),
             "{name} lacks {field}: {properties:#}"

@@ -502,6 +502,75 @@ async fn the_curve_covers_the_range_asked_with_the_history_beside_it() {
 }
 
 #[tokio::test]
+async fn below_the_range_the_family_that_backtests_best_downwards_answers() {
+    // Times of a power law, 1000 n^-0.8 s, on 2 to 64 nodes, every other
+    // count 3 % off it (the model's unit test of the same case): the
+    // interpolation answers inside the range, the power law below it,
+    // where it back-tests far better.
+    let app = TestApp::new().await;
+    let counts = [2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64];
+    let off = [0.0, 0.03, 0.0, -0.03];
+    let runs: Vec<Value> = counts
+        .iter()
+        .zip(off.iter().cycle())
+        .map(|(&n, e)| {
+            let x = f64::from(n);
+            json!({"app": "pow", "source": "c", "job_id": format!("pow-{n}"), "nodes": n,
+                   "duration_s": 1000.0 * x.powf(-0.8) * (1.0 + e), "avg_power_w": 300.0 * x})
+        })
+        .collect();
+    let reply = app
+        .post("/v1/runs/batch", &app.ingest, &json!({"runs": runs}))
+        .await;
+    assert_eq!(reply.body["created"], counts.len(), "{:#}", reply.body);
+    let reply = app.get("/v1/apps/pow/model?metric=tts", &app.read).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let model = &reply.body["model"];
+    assert_eq!(model["family"], "loglog_interpolation", "{model:#}");
+    assert_eq!(model["family_below"], "power_law", "{model:#}");
+    assert_eq!(model["below"]["family"], "power_law");
+    let candidates = reply.body["candidates"].as_array().unwrap();
+    let below = candidates
+        .iter()
+        .find(|c| {
+            c["chosen_for"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("below"))
+        })
+        .unwrap();
+    assert_eq!(below["family"], "power_law");
+    assert_eq!(reply.body["backtest"]["backward"], below["backward"]);
+    // A prediction below the range names it, with its score there.
+    let reply = app
+        .get("/v1/apps/pow/predictions?nodes=1&metric=tts", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let p = prediction(&reply.body, "tts");
+    assert_eq!(p["family"], "power_law", "{p:#}");
+    assert_eq!(p["backtest_error_pct"], below["score_below_pct"]);
+    assert!(
+        p["flags"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("extrapolation"))
+    );
+    // Within 1 % of the law at 1 node (the interpolation is 5 % off).
+    assert!(
+        (p["value"].as_f64().unwrap() / 1000.0 - 1.0).abs() < 0.01,
+        "{p:#}"
+    );
+    // Inside the range the interpolation answers.
+    let reply = app
+        .get("/v1/apps/pow/predictions?nodes=5&metric=tts", &app.read)
+        .await;
+    assert_eq!(
+        prediction(&reply.body, "tts")["family"],
+        "loglog_interpolation"
+    );
+}
+
+#[tokio::test]
 async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     let app = TestApp::new().await;
     with_linear_history(&app, "lin").await;
@@ -510,6 +579,10 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     let model = &reply.body["model"];
     assert_eq!(model["family"], "line");
     assert_eq!(model["family_beyond"], "line");
+    // Below the range the line continues as a power law (it heads towards
+    // zero there: docs/model.md), which misses the smallest counts in the
+    // backward test; physics' a + b·n carries on exactly.
+    assert_eq!(model["family_below"], "physics");
     assert_eq!(model["inside"]["case"], "I");
     let segment = &model["inside"]["segments"][0];
     assert_eq!(segment["kind"], "linear");
@@ -530,6 +603,10 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     assert_eq!(backtest["holdout"]["held_out_from_nodes"], 8);
     assert_eq!(backtest["holdout"]["trained_up_to"], 4);
     assert_eq!(backtest["holdout"]["errors"]["points"], 3);
+    // The below family's backward test: 1, 2 and 4 each predicted from
+    // the counts from 1.5 times it up.
+    assert_eq!(backtest["backward"]["points"], 3);
+    assert!(backtest["backward"]["max_pct"].as_f64().unwrap() < 1e-6);
     // Every family fitted is listed with its back-test, the winner first.
     let candidates = reply.body["candidates"].as_array().unwrap();
     assert_eq!(
@@ -539,41 +616,47 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     assert!(candidates.len() >= 6, "{candidates:#?}");
     assert_eq!(candidates[0]["family"], "line");
     assert_eq!(candidates[0]["chosen_for"], json!(["inside", "beyond"]));
-    assert!(candidates[1..].iter().all(|c| c["chosen_for"] == json!([])));
+    assert_eq!(candidates[1]["family"], "physics");
+    assert_eq!(candidates[1]["chosen_for"], json!(["below"]));
+    assert!(candidates[2..].iter().all(|c| c["chosen_for"] == json!([])));
+    let line_below = candidates[0]["score_below_pct"].as_f64().unwrap();
+    assert!(line_below > 1.0, "{:#}", candidates[0]);
     assert!(
         candidates
             .iter()
             .all(|c| c["score_inside_pct"].is_number() && c["leave_one_out"]["points"] == 4)
     );
+    let pct = |v: &Value| v.as_f64().unwrap();
     // The score beyond the range is the weighted back-tests plus half the
     // spread of the leave-one-out refits at twice the largest count (each
     // part rounded to 0.0001 points); an exact line's refits all agree.
-    let pct = |v: &Value| v.as_f64().unwrap();
     for c in candidates {
         let beyond = 0.25 * pct(&c["leave_one_out"]["mean_pct"])
             + 0.75 * pct(&c["forward"]["errors"]["mean_pct"])
             + 0.5 * pct(&c["spread_beyond_pct"]);
         assert!((pct(&c["score_beyond_pct"]) - beyond).abs() < 1e-3, "{c:#}");
+        // Below it, the mirror without the spread: the backward test.
+        let below =
+            0.25 * pct(&c["leave_one_out"]["mean_pct"]) + 0.75 * pct(&c["backward"]["mean_pct"]);
+        assert!((pct(&c["score_below_pct"]) - below).abs() < 1e-3, "{c:#}");
     }
     assert!(pct(&candidates[0]["spread_beyond_pct"]) < 1e-6);
     // The back-test names the runners-up by their scores, in the same order.
     let runners_up = backtest["runners_up"].as_array().unwrap();
-    assert_eq!(runners_up.len(), candidates.len() - 1);
-    for (r, c) in runners_up.iter().zip(&candidates[1..]) {
+    assert_eq!(runners_up.len(), candidates.len() - 2);
+    for (r, c) in runners_up.iter().zip(&candidates[2..]) {
         assert_eq!(
-            (&r["family"], &r["score_inside_pct"]),
-            (&c["family"], &c["score_inside_pct"])
+            (&r["family"], &r["score_inside_pct"], &r["score_below_pct"]),
+            (&c["family"], &c["score_inside_pct"], &c["score_below_pct"])
         );
     }
     // Linear history: the line continues above the range with its slope.
     let above = &model["extrapolation"]["above"];
     assert_eq!(above["kind"], "linear");
     assert!(close(&above["from_nodes"], 32.0) && close(&above["slope"], 100.0));
-    // Below n = 1 the line 1100 + 100·(n − 1) heads towards zero: a power
-    // law with the same value and slope, exponent 100·1/1100.
-    let below = &model["extrapolation"]["below"];
-    assert_eq!(below["kind"], "power_law");
-    assert!(close(&below["exponent"], 100.0 / 1100.0));
+    // Below the range physics answers, not a segmentation: no continuation
+    // to describe there.
+    assert!(model["extrapolation"].get("below").is_none(), "{model:#}");
     assert_eq!(reply.body["scaling_mode"], "unknown");
     app.get("/v1/apps/lin/model?metric=x", &app.read)
         .await

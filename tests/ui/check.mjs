@@ -159,6 +159,14 @@ await visit("application", `/ui/apps/${app}`);
     });
     const loo = await si(`section[data-metric=${metric}] [data-check=loo_median_pct]`);
     if (model.backtest.leave_one_out) expect(path, `${metric} back-test`, loo, model.backtest.leave_one_out.median_pct, 1e-6);
+    if (model.backtest.backward) {
+      const backward = await si(`section[data-metric=${metric}] [data-check=backward_median_pct]`);
+      expect(path, `${metric} backward back-test`, backward, model.backtest.backward.median_pct, 1e-6);
+    }
+    if (model.model.family_below !== model.model.family) {
+      const below = await page.textContent(`section[data-metric=${metric}] [data-check=family_below]`);
+      if (below !== model.model.family_below) problem(`${path} ${metric}: family below ${below}, the API ${model.model.family_below}`);
+    }
   }
   checked += await checkQuantities(path);
   await page.screenshot({ path: `${shots}/application.png`, fullPage: true });

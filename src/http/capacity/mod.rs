@@ -108,7 +108,9 @@ pub(super) fn search_range(
 pub struct ModelsUsed {
     pub model_version: String,
     /// The model family per metric (docs/model.md §2.1): the one inside the
-    /// measured range, then ` / ` and the one beyond it where they differ.
+    /// measured range; where the one above it differs, ` / ` and that one;
+    /// where the one below it differs from the one inside, ` / ` and the one
+    /// above (even if the same as inside), ` / ` and the one below.
     pub ets: Option<String>,
     pub apc: Option<String>,
     pub tts: Option<String>,
@@ -144,12 +146,14 @@ pub(super) async fn scan<T: Send + 'static>(
 
 pub(super) fn case_of(fitted: &Fitted) -> String {
     let selection = &fitted.model.selection;
-    let inside = selection.winner(crate::model::Regime::Inside).family;
-    let beyond = selection.winner(crate::model::Regime::Beyond).family;
-    if inside == beyond {
-        inside.as_str().to_owned()
+    let [inside, beyond, below] =
+        crate::model::Regime::ALL.map(|r| selection.winner(r).family.as_str());
+    if below != inside {
+        format!("{inside} / {beyond} / {below}")
+    } else if beyond != inside {
+        format!("{inside} / {beyond}")
     } else {
-        format!("{} / {}", inside.as_str(), beyond.as_str())
+        inside.to_owned()
     }
 }
 

@@ -74,17 +74,21 @@ pub struct CurveInfo {
     pub within_allowed: bool,
 }
 
-/// The model of one metric: the family chosen by back-test for node counts
-/// inside the measured range (and below it), and the one for node counts
-/// above it (docs/model.md §2.1).
+/// The model of one metric: the families chosen by back-test for node
+/// counts inside the measured range, above it and below it (docs/model.md
+/// §2.1).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct PredictorInfo {
-    /// The family answering inside the measured range, and below it.
+    /// The family answering inside the measured range.
     pub family: String,
     /// The family answering above it.
     pub family_beyond: String,
+    /// The family answering below it: `family` unless another extrapolates
+    /// downwards clearly better in the backward test.
+    pub family_below: String,
     pub inside: CurveInfo,
     pub beyond: CurveInfo,
+    pub below: CurveInfo,
     /// The allowed %RMSE asked for.
     pub allowed_rmse_pct: f64,
     /// The allowed %RMSE applied: higher when repeated runs scatter more.
@@ -92,14 +96,15 @@ pub struct PredictorInfo {
     /// Families fitted and back-tested to choose from.
     pub candidates: usize,
     /// How the families continue past the range's ends, where they are
-    /// segmented curves: below it `family`, above it `family_beyond`.
+    /// segmented curves: below it `family_below`, above it `family_beyond`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extrapolation: Option<Extrapolation>,
 }
 
 /// How a segmented predictor continues below and above the measured range:
-/// below, the family inside the range (`family`), above it the family beyond
-/// (`family_beyond`); each present when that family is a segmentation.
+/// below, the family below the range (`family_below`), above it the family
+/// beyond (`family_beyond`); each present when that family is a
+/// segmentation.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Extrapolation {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -189,14 +194,19 @@ pub struct CandidateInfo {
     /// % of it (for the interpolation, at least what the noise of its two
     /// largest counts' means gives); null without a leave-one-out test.
     pub spread_beyond_pct: Option<f64>,
+    /// The smallest node counts, each predicted from the counts at least
+    /// 1.5 times it.
+    pub backward: Option<Errors>,
     /// The weighted mean % error that ranks the families for a node count
     /// inside the measured range (0.8 × leave-one-out + 0.2 × forward mean
-    /// errors) and beyond it (0.25 × leave-one-out + 0.75 × forward + 0.5 ×
-    /// `spread_beyond_pct`); null where the family could not be back-tested.
+    /// errors), above it (0.25 × leave-one-out + 0.75 × forward + 0.5 ×
+    /// `spread_beyond_pct`) and below it (0.25 × leave-one-out + 0.75 ×
+    /// backward); null where the family could not be back-tested.
     pub score_inside_pct: Option<f64>,
     pub score_beyond_pct: Option<f64>,
-    /// `inside` and/or `beyond` where this family answers; empty for a
-    /// runner-up.
+    pub score_below_pct: Option<f64>,
+    /// `inside`, `beyond` and/or `below` where this family answers; empty
+    /// for a runner-up.
     pub chosen_for: Vec<String>,
 }
 
@@ -207,6 +217,7 @@ pub struct RunnerUp {
     pub params: usize,
     pub score_inside_pct: Option<f64>,
     pub score_beyond_pct: Option<f64>,
+    pub score_below_pct: Option<f64>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -215,6 +226,8 @@ pub struct BacktestInfo {
     pub leave_one_out: Option<Errors>,
     /// The beyond family's forward test.
     pub holdout: Option<HoldoutInfo>,
+    /// The below family's backward test.
+    pub backward: Option<Errors>,
     /// The other families fitted, best inside score first (their full
     /// back-tests are in `GET /v1/apps/{app}/model`'s `candidates`).
     pub runners_up: Vec<RunnerUp>,
@@ -285,27 +298,27 @@ pub(super) fn curve_info(c: &Candidate) -> CurveInfo {
 }
 
 pub(crate) fn model_info(model: &Model) -> PredictorInfo {
-    let (inside, beyond) = (
-        model.selection.winner(Regime::Inside),
-        model.selection.winner(Regime::Beyond),
-    );
-    // Below the range the winner inside answers, above it the winner
-    // beyond (`Model::answering`): each end continues its own curve.
+    let [inside, beyond, below] = Regime::ALL.map(|r| model.selection.winner(r));
+    // Each end of the range continues its own winner's curve.
     let continuations = |c: &model::Candidate| match &c.curve {
         model::Curve::Segmented(p) => p.continuations(),
         _ => None,
     };
-    let (below, above) = (
-        continuations(inside).map(|[below, _]| below.into()),
-        continuations(beyond).map(|[_, above]| above.into()),
+    let (down, up) = (
+        continuations(below).map(|[down, _]| down.into()),
+        continuations(beyond).map(|[_, up]| up.into()),
     );
-    let extrapolation =
-        (below.is_some() || above.is_some()).then_some(Extrapolation { below, above });
+    let extrapolation = (down.is_some() || up.is_some()).then_some(Extrapolation {
+        below: down,
+        above: up,
+    });
     PredictorInfo {
         family: inside.family.as_str().into(),
         family_beyond: beyond.family.as_str().into(),
+        family_below: below.family.as_str().into(),
         inside: curve_info(inside),
         beyond: curve_info(beyond),
+        below: curve_info(below),
         allowed_rmse_pct: model.options.allowed_rmse_pct,
         effective_allowed_rmse_pct: model.effective_allowed_pct,
         candidates: model.selection.candidates.len(),
@@ -326,9 +339,9 @@ pub(super) fn history_summary(model: &Model) -> HistorySummary {
 
 /// The answering family's back-test score at `nodes`, for a model's answer.
 pub(super) fn backtest_error(model: &Model, nodes: u32, p: &Prediction) -> Option<f64> {
-    let regime = model.answering(nodes);
+    let regime = model.regime(nodes);
     p.family
-        .and_then(|_| finite_pct(model.candidate(nodes).score[regime as usize]))
+        .and_then(|_| finite_pct(model.selection.winner(regime).score[regime as usize]))
 }
 
 pub(super) fn finite(x: f64) -> Option<f64> {
@@ -348,37 +361,35 @@ pub(super) fn finite_pct(x: f64) -> Option<f64> {
 
 pub(crate) fn backtest_info(model: &Model) -> BacktestInfo {
     let selection = &model.selection;
-    let [inside, beyond] = selection.winners;
+    let [inside, beyond, below] = Regime::ALL.map(|r| selection.winner(r));
     BacktestInfo {
-        leave_one_out: selection.candidates[inside]
-            .leave_one_out
-            .as_ref()
-            .map(errors),
-        holdout: selection.candidates[beyond]
-            .forward
-            .as_ref()
-            .map(holdout_info),
+        leave_one_out: inside.leave_one_out.as_ref().map(errors),
+        holdout: beyond.forward.as_ref().map(holdout_info),
+        backward: below.backward.as_ref().map(errors),
         runners_up: candidate_order(selection)
-            .filter(|&i| i != inside && i != beyond)
+            .filter(|i| !selection.winners.contains(i))
             .map(|i| {
                 let c = &selection.candidates[i];
+                let [score_inside_pct, score_beyond_pct, score_below_pct] = c.score.map(finite_pct);
                 RunnerUp {
                     family: c.family.as_str().into(),
                     params: c.params,
-                    score_inside_pct: finite_pct(c.score[0]),
-                    score_beyond_pct: finite_pct(c.score[1]),
+                    score_inside_pct,
+                    score_beyond_pct,
+                    score_below_pct,
                 }
             })
             .collect(),
     }
 }
 
-/// Candidates' indices: the winners first, then by inside score.
+/// Candidates' indices: the winners first (inside, beyond, below), then by
+/// inside score.
 pub(super) fn candidate_order(selection: &model::Selection) -> impl Iterator<Item = usize> {
-    let [inside, beyond] = selection.winners;
+    let [inside, beyond, below] = selection.winners;
     let mut order: Vec<usize> = (0..selection.candidates.len()).collect();
     order.sort_by(|&a, &b| {
-        let rank = |i: usize| (i != inside, i != beyond);
+        let rank = |i: usize| (i != inside, i != beyond, i != below);
         rank(a)
             .cmp(&rank(b))
             .then(selection.candidates[a].score[0].total_cmp(&selection.candidates[b].score[0]))
@@ -389,15 +400,16 @@ pub(super) fn candidate_order(selection: &model::Selection) -> impl Iterator<Ite
 /// Every candidate with its full back-test, for `/model`.
 pub(super) fn candidates_info(model: &Model) -> Vec<CandidateInfo> {
     let selection = &model.selection;
-    let [inside, beyond] = selection.winners;
+    let [inside, beyond, below] = selection.winners;
     candidate_order(selection)
         .map(|i| {
             let c = &selection.candidates[i];
-            let chosen_for = [(inside, "inside"), (beyond, "beyond")]
+            let chosen_for = [(inside, "inside"), (beyond, "beyond"), (below, "below")]
                 .into_iter()
                 .filter(|(w, _)| *w == i)
                 .map(|(_, name)| name.to_owned())
                 .collect();
+            let [score_inside_pct, score_beyond_pct, score_below_pct] = c.score.map(finite_pct);
             CandidateInfo {
                 family: c.family.as_str().into(),
                 formula: c.curve.formula(),
@@ -407,8 +419,10 @@ pub(super) fn candidates_info(model: &Model) -> Vec<CandidateInfo> {
                 leave_one_out: c.leave_one_out.as_ref().map(errors),
                 forward: c.forward.as_ref().map(holdout_info),
                 spread_beyond_pct: c.spread_pct.and_then(finite_pct),
-                score_inside_pct: finite_pct(c.score[0]),
-                score_beyond_pct: finite_pct(c.score[1]),
+                backward: c.backward.as_ref().map(errors),
+                score_inside_pct,
+                score_beyond_pct,
+                score_below_pct,
                 chosen_for,
             }
         })

@@ -331,8 +331,13 @@ fn metric_section(
             div.model {
                 p {
                     "Winning model: " strong data-check="family" { (info.family) }
-                    @if info.family_beyond != info.family {
-                        " inside the measured range and below it, " strong data-check="family_beyond" { (info.family_beyond) } " above it"
+                    @if info.family_beyond != info.family || info.family_below != info.family {
+                        " inside the measured range"
+                        @if info.family_below == info.family { " and below it" }
+                        ", " strong data-check="family_beyond" { (info.family_beyond) } " above it"
+                        @if info.family_below != info.family {
+                            ", " strong data-check="family_below" { (info.family_below) } " below it"
+                        }
                     }
                     " (" (info.inside.params) " parameters, %RMSE " (format::percent(info.inside.rmse_pct))
                     " against an allowed " (format::percent(info.effective_allowed_rmse_pct)) ")."
@@ -350,18 +355,24 @@ fn metric_section(
                                  td.num data-check="holdout_median_pct" { (format::percent(h.errors.median_pct)) }
                                  td.num { (format::percent(h.errors.max_pct)) } td.num { (h.errors.points) } }
                         }
+                        @if let Some(e) = &backtest.backward {
+                            tr { td { "smallest counts from those 1.5 times them and more" }
+                                 td.num data-check="backward_median_pct" { (format::percent(e.median_pct)) }
+                                 td.num { (format::percent(e.max_pct)) } td.num { (e.points) } }
+                        }
                     }
                 }
                 @if !backtest.runners_up.is_empty() {
                     details {
                         summary { "Runners-up (" (backtest.runners_up.len()) ")" }
                         table.runners {
-                            thead { tr { th { "family" } th.num { "parameters" } th.num { "score inside" } th.num { "score beyond" } } }
+                            thead { tr { th { "family" } th.num { "parameters" } th.num { "score inside" } th.num { "score beyond" } th.num { "score below" } } }
                             tbody {
                                 @for r in &backtest.runners_up {
                                     tr { td { (r.family) } td.num { (r.params) }
                                          td.num { (r.score_inside_pct.map_or("–".into(), |v| format!("{} %", sig3(v)))) }
-                                         td.num { (r.score_beyond_pct.map_or("–".into(), |v| format!("{} %", sig3(v)))) } }
+                                         td.num { (r.score_beyond_pct.map_or("–".into(), |v| format!("{} %", sig3(v)))) }
+                                         td.num { (r.score_below_pct.map_or("–".into(), |v| format!("{} %", sig3(v)))) } }
                                 }
                             }
                         }
