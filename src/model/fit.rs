@@ -417,9 +417,9 @@ pub struct Model {
     pub effective_allowed_pct: f64,
     /// Relative standard error of a prediction, by `Regime`: inside the
     /// range (the winner inside's leave-one-out errors), above it (the
-    /// winner beyond's forward errors), below it (the winner below's
-    /// backward errors; where they cannot be had, the σ above); each at
-    /// least the one inside.
+    /// winner beyond's forward errors), below it (the backward errors of
+    /// the winner below, at least those of the winner inside; where they
+    /// cannot be had, the σ above); each at least the one inside.
     pub sigma: [f64; 3],
     /// The most one run could measure (`run_limit`): a node for APC and
     /// EtS, in all for TtS. Found once here, not at every prediction.
@@ -558,9 +558,15 @@ pub fn fit_history(history: History, options: FitOptions) -> Option<Model> {
             .unwrap_or(inside.rmse_pct / 100.0);
         let beyond_sigma = rms(forward(beyond)).unwrap_or(THIN_SIGMA).max(inside_sigma);
         // Below the range: the answering family's errors on the smallest
-        // counts predicted from the larger ones, the question asked there
-        // (docs/accuracy.md, "Below the range").
-        let below_sigma = rms(below.backward.as_ref())
+        // counts predicted from the larger ones, the question asked there,
+        // and at least the winner inside's. A family that answers there
+        // instead of it was chosen for its smaller backward errors, which
+        // chance lowers as much as skill: the interval stays as wide as
+        // the incumbent's (docs/accuracy.md, "Below the range").
+        let below_sigma = [below, inside]
+            .into_iter()
+            .filter_map(|c| rms(c.backward.as_ref()))
+            .reduce(f64::max)
             .unwrap_or(beyond_sigma)
             .max(inside_sigma);
         [inside_sigma, beyond_sigma, below_sigma].map(|s| s.max(SIGMA_FLOOR))

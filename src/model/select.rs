@@ -968,6 +968,16 @@ mod tests {
         // interpolation.
         assert_eq!(model.predict_model(1).family, Some(Family::PowerLaw));
         assert_eq!(model.predict_model(5).family, Some(Family::Interpolation));
+        // Its interval is as wide as the incumbent's would be: σ below the
+        // range is the larger of the two families' backward RMS errors.
+        let rms = |c: &Candidate| c.backward.as_ref().unwrap().rms_pct / 100.0;
+        assert!(rms(inside) > rms(below), "{} {}", rms(inside), rms(below));
+        assert!(
+            (model.sigma[r] - rms(inside)).abs() < 1e-12,
+            "σ {} against {}",
+            model.sigma[r],
+            rms(inside)
+        );
     }
 
     #[test]
