@@ -654,11 +654,6 @@ impl Model {
         }
     }
 
-    /// The candidate that answers at `nodes`.
-    pub fn candidate(&self, nodes: u32) -> &Candidate {
-        self.selection.winner(self.regime(nodes))
-    }
-
     /// The model's value at `nodes` with its interval and flags, also
     /// where runs were measured (as a curve for a dashboard wants it).
     pub fn predict_model(&self, nodes: u32) -> Prediction {

@@ -88,6 +88,8 @@ const TIE_STANDARD_ERRORS: f64 = 0.5;
 /// noise of the held-out means explains (`winner`). On 1,077 held-out counts of real
 /// ARCHER2 collective latencies a margin of 0.4 gives a median error of
 /// 4.3 % against the plain rule's 4.8 % and log-log neighbours' 4.5 %.
+/// Below the range the winner inside keeps the same margin over the best
+/// score there, without the allowance for the means' noise (`below`).
 const INCUMBENT_MARGIN: f64 = 0.4;
 /// The mean absolute value of a normal deviate, in standard deviations
 /// (√(2/π)): the mean % error that a held-out mean's own noise alone gives.
@@ -232,6 +234,9 @@ pub fn select(history: &History, options: &FitOptions, noise: Noise) -> Selectio
     }
     // Twice the largest count, as far as queries go.
     let reference = (2.0 * f64::from(history.points[m - 1].nodes)).min(families::HORIZON.1);
+    // Below a range that starts at 1 node nothing can be asked: no
+    // backward test, and the winner inside is named below it.
+    let below_asked = history.points[0].nodes > 1;
     let candidates: Vec<Candidate> = Family::FITTED
         .into_iter()
         .filter_map(|family| {
@@ -239,7 +244,9 @@ pub fn select(history: &History, options: &FitOptions, noise: Noise) -> Selectio
             let tests = Tests {
                 leave_one_out: leave_one_out(family, history, options, noise, reference),
                 forward: forward(family, history, options, allowed),
-                backward: backward(family, history, options, allowed),
+                backward: below_asked
+                    .then(|| backward(family, history, options, allowed))
+                    .flatten(),
             };
             Some(Candidate::new(family, fit, allowed, tests))
         })
@@ -251,7 +258,11 @@ pub fn select(history: &History, options: &FitOptions, noise: Noise) -> Selectio
     let mut winners = [
         inside,
         winner(&candidates, Regime::Beyond, noise, reference),
-        below(&candidates, inside),
+        if below_asked {
+            below(&candidates, inside)
+        } else {
+            inside
+        },
     ];
     if options.metric == Metric::Ets {
         let beyond = &mut winners[Regime::Beyond as usize];
@@ -368,12 +379,14 @@ fn winner(candidates: &[Candidate], regime: Regime, noise: Noise, reference: f64
 /// among candidates numerically equal to it the §2 rule's choice
 /// (`simplest`). Not the rule's choice among all those within noise of the
 /// best: on the real smallest counts that gave 12.6 % against the best's
-/// 12.0 %.
+/// 12.0 %. A winner inside that could not be back-tested backward (it did
+/// not fit the larger counts alone) gives way to the best that could: it
+/// has no evidence below the range to hold its place with.
 ///
 /// The backward test rests on at most three of the smallest counts, each
 /// one noisy run where runs are not repeated: on its own it chose worse
-/// than the winner inside on real smallest counts (1 to 8 nodes of ARCHER2
-/// collectives, 13.5 against 12.1 %). Kept as the incumbent, the winner
+/// than the winner inside on the real smallest counts (ARCHER2's 224,
+/// mostly single runs of collectives: 13.5 against 12.1 %). Kept as the incumbent, the winner
 /// inside gives way only where another family extrapolates downwards
 /// clearly better (docs/accuracy.md, "Below the range").
 fn below(candidates: &[Candidate], inside: usize) -> usize {
@@ -964,8 +977,12 @@ mod tests {
         let error = |c: &Candidate| (c.curve.value(1.0) / law(1.0) - 1.0).abs();
         assert!(error(inside) > 0.04, "{}", error(inside));
         assert!(error(below) < 0.01, "{}", error(below));
-        // The model answers below the range with it, inside with the
-        // interpolation.
+        // The model answers below the range (1 node; 2 is the range's
+        // first count) with it, inside with the interpolation.
+        assert_eq!(model.regime(1), Regime::Below);
+        assert_eq!(model.regime(2), Regime::Inside);
+        assert_eq!(model.regime(64), Regime::Inside);
+        assert_eq!(model.regime(65), Regime::Beyond);
         assert_eq!(model.predict_model(1).family, Some(Family::PowerLaw));
         assert_eq!(model.predict_model(5).family, Some(Family::Interpolation));
         // Its interval is as wide as the incumbent's would be: σ below the
@@ -1238,9 +1255,9 @@ mod tests {
 
             /// Whatever the history, the winner of each regime back-tests
             /// within the tie tolerance of the best candidate (inside the
-            /// range, the interpolation within the incumbent's margin): a
-            /// candidate that back-tests clearly better is never passed
-            /// over.
+            /// range, the interpolation within the incumbent's margin; below
+            /// it, the winner inside within the same margin): a candidate
+            /// that back-tests clearly better is never passed over.
             #[test]
             fn the_winner_is_within_noise_of_the_best_backtest(
                 t1 in 10.0f64..1e5,
@@ -1302,15 +1319,35 @@ mod tests {
                         winner.family.as_str(), winner.score[r], best.family.as_str(), best.score[r]
                     );
                 }
-                // Below the range: the winner inside, or a candidate whose
-                // score there is better than the winner inside's.
+                // From 1 node nothing is asked below the range: no backward
+                // test, and the winner inside is named there.
+                prop_assert_eq!(selection.winners[2], selection.winners[0]);
+                prop_assert!(selection.candidates.iter().all(|c| c.backward.is_none()));
+                // From 2 nodes: the winner inside, unless the best score
+                // below the range beats its own by more than the margin;
+                // then (up to numerical ties) that best.
+                let from_two = History::new(&observations[1..]);
+                let selection = select(&from_two, &options(metric), Noise::of(&from_two, 2.0));
                 let r = Regime::Below as usize;
                 let (inside, below) = (selection.winner(Regime::Inside), selection.winner(Regime::Below));
-                prop_assert!(
-                    below.family == inside.family || below.score[r] < inside.score[r],
-                    "{} answers below with {} against {} inside with {}",
-                    below.family.as_str(), below.score[r], inside.family.as_str(), inside.score[r]
-                );
+                let best = selection
+                    .candidates
+                    .iter()
+                    .min_by(|a, b| a.score[r].total_cmp(&b.score[r]))
+                    .unwrap();
+                let margin = (INCUMBENT_MARGIN * best.score[r])
+                    .max(best.score_error[r])
+                    .max(TIE_FLOOR_PCT);
+                if selection.winners[2] == selection.winners[0] {
+                    prop_assert!(
+                        !best.score[r].is_finite() || inside.score[r] <= best.score[r] + margin,
+                        "{} kept below with {} against {} at {}",
+                        inside.family.as_str(), inside.score[r], best.family.as_str(), best.score[r]
+                    );
+                } else {
+                    prop_assert!(inside.score[r] > best.score[r] + margin);
+                    prop_assert!(below.score[r] <= best.score[r] + TIE_FLOOR_PCT);
+                }
             }
         }
     }

@@ -47,9 +47,7 @@ async fn max_nodes_on_a_linear_apc_is_the_floor_of_the_budget_over_the_slope() {
         let apc = reply.body["apc_w"].as_f64().unwrap();
         assert!((apc - (100.0 + 200.0 * f64::from(expected))).abs() < 1e-6);
         assert!(reply.body["next_apc_w"].as_f64().unwrap() > limit);
-        // Below the range physics' a + b·n answers (the line's own
-        // continuation there is a power law, docs/model.md).
-        assert_eq!(reply.body["models"]["apc"], "line / line / physics");
+        assert_eq!(reply.body["models"]["apc"], "line");
     }
     // The range's top when everything fits; none when nothing does.
     let reply = app

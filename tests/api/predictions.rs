@@ -541,6 +541,47 @@ async fn below_the_range_the_family_that_backtests_best_downwards_answers() {
         .unwrap();
     assert_eq!(below["family"], "power_law");
     assert_eq!(reply.body["backtest"]["backward"], below["backward"]);
+    // 2, 3 and 4 each predicted from the counts from 1.5 times it up; every
+    // family's score below the range is the mirror of above it without the
+    // spread (each part rounded to 0.0001 points), and none where the family
+    // could not be refitted to the larger counts.
+    assert_eq!(below["backward"]["points"], 3);
+    let pct = |v: &Value| v.as_f64().unwrap();
+    let mut scored = 0;
+    for c in candidates {
+        if c["backward"].is_null() {
+            assert!(c["score_below_pct"].is_null(), "{c:#}");
+            continue;
+        }
+        let score =
+            0.25 * pct(&c["leave_one_out"]["mean_pct"]) + 0.75 * pct(&c["backward"]["mean_pct"]);
+        assert!((pct(&c["score_below_pct"]) - score).abs() < 1e-3, "{c:#}");
+        scored += 1;
+    }
+    assert!(scored >= 5, "{candidates:#?}");
+    let inside = &candidates[0];
+    assert_eq!(inside["chosen_for"][0], "inside");
+    assert!(
+        !inside["chosen_for"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("below"))
+    );
+    assert!(
+        pct(&inside["score_below_pct"]) > 1.4 * pct(&below["score_below_pct"]),
+        "{inside:#} {below:#}"
+    );
+    // Capacity answers name the three families: inside / above / below.
+    let reply = app
+        .get("/v1/apps/pow/max-nodes?power_limit_w=3000", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let families = format!(
+        "{} / {} / power_law",
+        model["family"].as_str().unwrap(),
+        model["family_beyond"].as_str().unwrap()
+    );
+    assert_eq!(reply.body["models"]["tts"], families.as_str());
     // A prediction below the range names it, with its score there.
     let reply = app
         .get("/v1/apps/pow/predictions?nodes=1&metric=tts", &app.read)
@@ -579,10 +620,9 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     let model = &reply.body["model"];
     assert_eq!(model["family"], "line");
     assert_eq!(model["family_beyond"], "line");
-    // Below the range the line continues as a power law (it heads towards
-    // zero there: docs/model.md), which misses the smallest counts in the
-    // backward test; physics' a + b·n carries on exactly.
-    assert_eq!(model["family_below"], "physics");
+    // The range starts at 1 node: nothing can be asked below it, no family
+    // is back-tested backward, and the family inside is named there.
+    assert_eq!(model["family_below"], "line");
     assert_eq!(model["inside"]["case"], "I");
     let segment = &model["inside"]["segments"][0];
     assert_eq!(segment["kind"], "linear");
@@ -603,10 +643,7 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     assert_eq!(backtest["holdout"]["held_out_from_nodes"], 8);
     assert_eq!(backtest["holdout"]["trained_up_to"], 4);
     assert_eq!(backtest["holdout"]["errors"]["points"], 3);
-    // The below family's backward test: 1, 2 and 4 each predicted from
-    // the counts from 1.5 times it up.
-    assert_eq!(backtest["backward"]["points"], 3);
-    assert!(backtest["backward"]["max_pct"].as_f64().unwrap() < 1e-6);
+    assert!(backtest["backward"].is_null(), "{backtest:#}");
     // Every family fitted is listed with its back-test, the winner first.
     let candidates = reply.body["candidates"].as_array().unwrap();
     assert_eq!(
@@ -615,12 +652,11 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     );
     assert!(candidates.len() >= 6, "{candidates:#?}");
     assert_eq!(candidates[0]["family"], "line");
-    assert_eq!(candidates[0]["chosen_for"], json!(["inside", "beyond"]));
-    assert_eq!(candidates[1]["family"], "physics");
-    assert_eq!(candidates[1]["chosen_for"], json!(["below"]));
-    assert!(candidates[2..].iter().all(|c| c["chosen_for"] == json!([])));
-    let line_below = candidates[0]["score_below_pct"].as_f64().unwrap();
-    assert!(line_below > 1.0, "{:#}", candidates[0]);
+    assert_eq!(
+        candidates[0]["chosen_for"],
+        json!(["inside", "beyond", "below"])
+    );
+    assert!(candidates[1..].iter().all(|c| c["chosen_for"] == json!([])));
     assert!(
         candidates
             .iter()
@@ -635,16 +671,13 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
             + 0.75 * pct(&c["forward"]["errors"]["mean_pct"])
             + 0.5 * pct(&c["spread_beyond_pct"]);
         assert!((pct(&c["score_beyond_pct"]) - beyond).abs() < 1e-3, "{c:#}");
-        // Below it, the mirror without the spread: the backward test.
-        let below =
-            0.25 * pct(&c["leave_one_out"]["mean_pct"]) + 0.75 * pct(&c["backward"]["mean_pct"]);
-        assert!((pct(&c["score_below_pct"]) - below).abs() < 1e-3, "{c:#}");
+        assert!(c["backward"].is_null() && c["score_below_pct"].is_null());
     }
     assert!(pct(&candidates[0]["spread_beyond_pct"]) < 1e-6);
     // The back-test names the runners-up by their scores, in the same order.
     let runners_up = backtest["runners_up"].as_array().unwrap();
-    assert_eq!(runners_up.len(), candidates.len() - 2);
-    for (r, c) in runners_up.iter().zip(&candidates[2..]) {
+    assert_eq!(runners_up.len(), candidates.len() - 1);
+    for (r, c) in runners_up.iter().zip(&candidates[1..]) {
         assert_eq!(
             (&r["family"], &r["score_inside_pct"], &r["score_below_pct"]),
             (&c["family"], &c["score_inside_pct"], &c["score_below_pct"])
@@ -654,9 +687,11 @@ async fn the_model_endpoint_shows_the_fitted_predictor_and_its_backtest() {
     let above = &model["extrapolation"]["above"];
     assert_eq!(above["kind"], "linear");
     assert!(close(&above["from_nodes"], 32.0) && close(&above["slope"], 100.0));
-    // Below the range physics answers, not a segmentation: no continuation
-    // to describe there.
-    assert!(model["extrapolation"].get("below").is_none(), "{model:#}");
+    // Below n = 1 the line 1100 + 100·(n − 1) heads towards zero: a power
+    // law with the same value and slope, exponent 100·1/1100.
+    let below = &model["extrapolation"]["below"];
+    assert_eq!(below["kind"], "power_law");
+    assert!(close(&below["exponent"], 100.0 / 1100.0));
     assert_eq!(reply.body["scaling_mode"], "unknown");
     app.get("/v1/apps/lin/model?metric=x", &app.read)
         .await

@@ -107,10 +107,10 @@ pub(super) fn search_range(
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ModelsUsed {
     pub model_version: String,
-    /// The model family per metric (docs/model.md §2.1): the one inside the
-    /// measured range; where the one above it differs, ` / ` and that one;
-    /// where the one below it differs from the one inside, ` / ` and the one
-    /// above (even if the same as inside), ` / ` and the one below.
+    /// The model family per metric (docs/model.md §2.1): `inside`, the one
+    /// inside the measured range; `inside / above` where only the one above
+    /// it differs; `inside / above / below` whenever the one below it
+    /// differs (the one above then named even when it is the one inside).
     pub ets: Option<String>,
     pub apc: Option<String>,
     pub tts: Option<String>,

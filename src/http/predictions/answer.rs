@@ -22,8 +22,8 @@ pub struct MetricPrediction<'a> {
     pub source: &'static str,
     /// The family that answered, for `source: model`.
     pub family: Option<&'static str>,
-    /// That family's back-test score where this node count falls (inside
-    /// or beyond the measured range): the weighted mean % error of its
+    /// That family's back-test score where this node count falls (inside,
+    /// above or below the measured range): the weighted mean % error of its
     /// predictions of left-out history.
     pub backtest_error_pct: Option<f64>,
     pub aggregate: AggregateName,

@@ -43,7 +43,7 @@ pub struct CurvePoint {
     pub low: f64,
     pub high: f64,
     /// The model family that gives this point: the one chosen for node
-    /// counts inside the measured range, or the one beyond it.
+    /// counts inside the measured range, above it or below it.
     pub family: String,
 }
 
@@ -67,7 +67,7 @@ pub struct Curve {
     pub curve: Vec<CurvePoint>,
     /// The measured points.
     pub history: Vec<HistoryPoint>,
-    /// The families chosen inside and beyond the measured range.
+    /// The families chosen inside, above and below the measured range.
     pub model: PredictorInfo,
     /// The winners' back-tests and the runners-up.
     pub backtest: BacktestInfo,

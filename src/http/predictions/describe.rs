@@ -194,8 +194,11 @@ pub struct CandidateInfo {
     /// % of it (for the interpolation, at least what the noise of its two
     /// largest counts' means gives); null without a leave-one-out test.
     pub spread_beyond_pct: Option<f64>,
-    /// The smallest node counts, each predicted from the counts at least
-    /// 1.5 times it.
+    /// The smallest node counts (at most three), each predicted by the
+    /// family refitted to the counts at least 1.5 times it (to all counts
+    /// above it where that leaves fewer than three); null where the range
+    /// starts at 1 node (nothing is asked below it) or the family could not
+    /// be refitted there.
     pub backward: Option<Errors>,
     /// The weighted mean % error that ranks the families for a node count
     /// inside the measured range (0.8 × leave-one-out + 0.2 × forward mean
