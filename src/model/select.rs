@@ -235,7 +235,8 @@ pub fn select(history: &History, options: &FitOptions, noise: Noise) -> Selectio
     // Twice the largest count, as far as queries go.
     let reference = (2.0 * f64::from(history.points[m - 1].nodes)).min(families::HORIZON.1);
     // Below a range that starts at 1 node nothing can be asked: no
-    // backward test, and the winner inside is named below it.
+    // backward test, so no score below it, and `below` names the winner
+    // inside there.
     let below_asked = history.points[0].nodes > 1;
     let candidates: Vec<Candidate> = Family::FITTED
         .into_iter()
@@ -258,11 +259,7 @@ pub fn select(history: &History, options: &FitOptions, noise: Noise) -> Selectio
     let mut winners = [
         inside,
         winner(&candidates, Regime::Beyond, noise, reference),
-        if below_asked {
-            below(&candidates, inside)
-        } else {
-            inside
-        },
+        below(&candidates, inside),
     ];
     if options.metric == Metric::Ets {
         let beyond = &mut winners[Regime::Beyond as usize];
