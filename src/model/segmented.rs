@@ -26,6 +26,10 @@ use super::predictor::{Case, Predictor, Segment, SegmentKind, Shape};
 /// At most this many break positions are tried per segmentation (evenly
 /// spread over the measured node counts), which bounds a fit's cost.
 const MAX_BREAK_POSITIONS: usize = 9;
+/// The highest degree of a non-linear segment.
+const MAX_DEGREE: usize = 3;
+/// The most parameters of a segmentation: case V of the highest degree.
+const MAX_PARAMS: usize = MAX_DEGREE + 3;
 /// A linear segment spans at least this many measured node counts: with two,
 /// its slope would be the difference of two noisy points, which is what an
 /// extrapolation then follows.
@@ -173,29 +177,36 @@ impl Structure {
     }
 
     /// The basis functions at scaled position t, given the scaled break
-    /// positions; continuity at the breaks holds by construction.
-    fn basis(&self, t: f64, ta: f64, tb: f64, out: &mut Vec<f64>) {
-        out.clear();
-        out.push(1.0);
+    /// positions, into `out` (`params()` of them); continuity at the breaks
+    /// holds by construction.
+    fn basis(&self, t: f64, ta: f64, tb: f64, out: &mut [f64]) {
+        // u, u², u³ of the non-linear segment (as `powi` gives them).
+        let powers = |u: f64, out: &mut [f64]| {
+            let mut power = u;
+            for (k, slot) in out.iter_mut().enumerate().take(self.degree) {
+                if k > 0 {
+                    power *= u;
+                }
+                *slot = power;
+            }
+        };
+        out[0] = 1.0;
         let d = self.degree;
         match self.case {
-            Case::I => out.push(t),
-            Case::II => out.extend((1..=d).map(|k| t.powi(k as i32))),
+            Case::I => out[1] = t,
+            Case::II => powers(t, &mut out[1..]),
             Case::III => {
-                out.push(t.min(ta));
-                let u = (t - ta).max(0.0);
-                out.extend((1..=d).map(|k| u.powi(k as i32)));
+                out[1] = t.min(ta);
+                powers((t - ta).max(0.0), &mut out[2..]);
             }
             Case::IV => {
-                let u = (t - ta).min(0.0);
-                out.extend((1..=d).map(|k| u.powi(k as i32)));
-                out.push((t - ta).max(0.0));
+                powers((t - ta).min(0.0), &mut out[1..]);
+                out[d + 1] = (t - ta).max(0.0);
             }
             Case::V => {
-                out.push((t - ta).min(0.0));
-                let u = t.clamp(ta, tb) - ta;
-                out.extend((1..=d).map(|k| u.powi(k as i32)));
-                out.push((t - tb).max(0.0));
+                out[1] = (t - ta).min(0.0);
+                powers(t.clamp(ta, tb) - ta, &mut out[2..]);
+                out[d + 2] = (t - tb).max(0.0);
             }
         }
     }
@@ -221,7 +232,7 @@ fn structures(m: usize) -> Vec<Structure> {
     } else {
         Vec::new()
     };
-    for degree in 1..=3 {
+    for degree in 1..=MAX_DEGREE {
         if degree >= 2 {
             out.push(Structure {
                 case: Case::II,
@@ -329,12 +340,11 @@ impl<'a> Fits<'a> {
     /// The design matrix of `structure`, row-major, into `rows`.
     fn rows(&self, structure: &Structure, rows: &mut Vec<f64>) {
         let (ta, tb) = (self.t[structure.breaks[0]], self.t[structure.breaks[1]]);
-        let mut basis = Vec::with_capacity(6);
+        let p = structure.params();
         rows.clear();
-        rows.reserve(self.t.len() * structure.params());
-        for &ti in &self.t {
-            structure.basis(ti, ta, tb, &mut basis);
-            rows.extend_from_slice(&basis);
+        rows.resize(self.t.len() * p, 0.0);
+        for (&ti, row) in self.t.iter().zip(rows.chunks_exact_mut(p)) {
+            structure.basis(ti, ta, tb, row);
         }
     }
 
@@ -444,8 +454,9 @@ impl<'a> Fits<'a> {
         let (x0, scale) = (self.x[0], self.x[m - 1] - self.x[0]);
         let (ta, tb) = (self.t[structure.breaks[0]], self.t[structure.breaks[1]]);
         let value = |v: f64| {
-            let mut basis = Vec::with_capacity(6);
-            structure.basis((v - x0) / scale, ta, tb, &mut basis);
+            let mut basis = [0.0; MAX_PARAMS];
+            let basis = &mut basis[..structure.params()];
+            structure.basis((v - x0) / scale, ta, tb, basis);
             basis
                 .iter()
                 .zip(&candidate.lsq.beta)
