@@ -17,12 +17,19 @@
 //! EtS on the edge of the product's. Each interval moves with its value and
 //! keeps its width in the logs.
 //!
+//! A prediction held at a bound (`Held`: beyond the range no faster than
+//! n² from its end, or at what one run could measure) moves back inside
+//! it, never past it. Where APC or TtS is held, EtS, their product, takes
+//! the whole excess: the held metric is a judgement on a curve that went
+//! too far, which the energy's own curve (the same curve times the power)
+//! shares, and the other metric keeps its model's value.
+//!
 //! Only the model's answers are reconciled: where runs were measured at the
 //! node count, each metric answers with the runs' own aggregate (every run
 //! satisfied E = P·T within 5 % at ingestion).
 
 use super::fit::MAX_SPREAD;
-use super::{Aggregate, Flag, Model, Prediction, Source};
+use super::{Aggregate, Held, Model, Prediction, Source};
 
 /// A half-width (in the logs) below which a prediction counts as exact.
 const EXACT: f64 = 1e-12;
@@ -96,15 +103,26 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
     // Onto the edge, and a hair inside it, so that rounding leaves the
     // value within the interval rather than 1e-16 beyond.
     let excess = r - (admitted * (1.0 - 1e-12)).copysign(r);
-    // A prediction held at its bound (`Flag::Bounded`) does not move: the
-    // others take the excess, or, when all are held, nothing moves.
-    let [ve, vp, vt] = [(he, &*ets), (hp, &*apc), (ht, &*tts)].map(|(h, p)| {
-        if p.flags.contains(Flag::Bounded) {
-            0.0
-        } else {
-            h * h
-        }
-    });
+    // A prediction held at a bound (`Held`) moves back inside it, never
+    // past it. EtS moves against the excess, APC and TtS with it.
+    let free = [
+        ets.held.allows(-excess),
+        apc.held.allows(excess),
+        tts.held.allows(excess),
+    ];
+    let [ve, vp, vt] = if free[0] && (apc.held != Held::Free || tts.held != Held::Free) {
+        // APC or TtS held (a time growing faster than n², a power past what
+        // a node draws): energy, their product, follows them, and the other
+        // keeps its own model's value. Shared by variance, a power fitted
+        // exactly as 300 W a node took the whole excess of a time held to
+        // n² growth and answered 595 W a node, above every run.
+        [1.0, 0.0, 0.0]
+    } else {
+        // Otherwise in proportion to the variances of those free to move;
+        // when none is, nothing moves.
+        let half = [he, hp, ht];
+        std::array::from_fn(|i| if free[i] { half[i] * half[i] } else { 0.0 })
+    };
     let total = ve + vp + vt;
     if total <= 0.0 {
         return;
@@ -134,6 +152,7 @@ mod tests {
             low: value * (-half).exp(),
             high: value * half.exp(),
             flags: Default::default(),
+            held: Held::Free,
         }
     }
 
@@ -153,26 +172,81 @@ mod tests {
         assert!(e.value < 1030.6);
     }
 
-    /// A prediction held at a bound keeps its value: the others take the
-    /// excess; with all three held, nothing moves.
+    fn held(value: f64, half: f64, held: Held) -> Prediction {
+        Prediction {
+            held,
+            ..model(value, half)
+        }
+    }
+
+    /// A prediction held at a bound does not move past it. Where APC or
+    /// TtS is held, EtS follows their product and the other keeps its
+    /// value; with all three held against the move, nothing moves.
     #[test]
-    fn a_bounded_prediction_does_not_move() {
-        let bounded = |value, half| {
-            let mut p = model(value, half);
-            p.flags.insert(Flag::Bounded);
-            p
-        };
-        let (mut e, mut p, mut t) = (model(5000.0, 0.1), bounded(10.0, 0.5), model(100.0, 0.1));
-        reconcile(&mut e, &mut p, &mut t);
-        assert_eq!(p.value, 10.0);
-        assert!(e.value < 5000.0 && t.value > 100.0);
+    fn a_bounded_prediction_does_not_move_past_its_bound() {
+        // APC held at most 10 W, EtS 5000 J five times APC × TtS: APC would
+        // have to rise, so EtS alone comes down, to the product's edge.
         let (mut e, mut p, mut t) = (
-            bounded(5000.0, 0.1),
-            bounded(10.0, 0.5),
-            bounded(100.0, 0.1),
+            model(5000.0, 0.1),
+            held(10.0, 0.5, Held::AtMost),
+            model(100.0, 0.1),
+        );
+        reconcile(&mut e, &mut p, &mut t);
+        assert_eq!((p.value, t.value), (10.0, 100.0));
+        assert!(
+            (e.value - 1000.0 * (0.5f64 + 0.1).exp()).abs() < 1e-6,
+            "{e:?}"
+        );
+        let (mut e, mut p, mut t) = (
+            held(5000.0, 0.1, Held::AtLeast),
+            held(10.0, 0.5, Held::AtMost),
+            held(100.0, 0.1, Held::Fixed),
         );
         reconcile(&mut e, &mut p, &mut t);
         assert_eq!((e.value, p.value, t.value), (5000.0, 10.0, 100.0));
+        // EtS held where it should come down: back inside its bound, alone
+        // (APC exact, TtS free but surer than EtS: the variances decide).
+        let (mut e, mut p, mut t) = (
+            held(5000.0, 0.1, Held::AtMost),
+            model(10.0, 0.0),
+            model(100.0, 0.01),
+        );
+        reconcile(&mut e, &mut p, &mut t);
+        assert!(e.value < 5000.0 && t.value > 100.0 && p.value == 10.0);
+        // EtS held at most where it should go up: APC and TtS come down.
+        let (mut e, mut p, mut t) = (
+            held(500.0, 0.1, Held::AtMost),
+            model(10.0, 0.1),
+            model(100.0, 0.1),
+        );
+        reconcile(&mut e, &mut p, &mut t);
+        assert!(e.value == 500.0 && p.value < 10.0 && t.value < 100.0);
+    }
+
+    /// The reviewer's case (2026-11-29): 300 W a node exactly, TtS 60·n³
+    /// measured on 1 to 8 nodes, so EtS 18,000·n⁴. At 16 nodes TtS is held
+    /// to n² growth from 8 (122,880 s, not 245,760): APC stays 4,800 W and
+    /// EtS follows APC × TtS, where APC took the excess and answered 9,525 W.
+    /// And the other way: TtS falling as 1/n³, held to 1/n², APC stays.
+    #[test]
+    fn energy_follows_a_held_time_and_power_keeps_its_model() {
+        let (mut e, mut p, mut t) = (
+            model(18_000.0 * 16f64.powi(4), 1e-6),
+            model(4800.0, 0.0),
+            held(122_880.0, 1e-6, Held::AtMost),
+        );
+        reconcile(&mut e, &mut p, &mut t);
+        assert_eq!((p.value, t.value), (4800.0, 122_880.0));
+        assert!((e.value / (4800.0 * 122_880.0) - 1.0).abs() < 1e-5, "{e:?}");
+        let (mut e, mut p, mut t) = (
+            model(300.0 * 1e6 / 64f64.powi(2), 1e-6),
+            model(300.0 * 64.0, 0.0),
+            held(1e6 / 8f64.powi(3) / 64.0, 1e-6, Held::AtLeast),
+        );
+        let (power, time) = (p.value, t.value);
+        reconcile(&mut e, &mut p, &mut t);
+        assert_eq!((p.value, t.value), (power, time));
+        assert!((e.value / (power * time) - 1.0).abs() < 1e-5, "{e:?}");
     }
 
     #[test]
@@ -239,6 +313,46 @@ mod tests {
                     let (mut ce, mut cp, mut ct) = (model(energy, he), model(p, hp), model(t, ht));
                     reconcile(&mut ce, &mut cp, &mut ct);
                     prop_assert!(ce.value == energy && cp.value == p && ct.value == t, "{edge}");
+                }
+            }
+
+            /// A held prediction never moves past its bound; where APC or
+            /// TtS is held and EtS may move, only EtS moves; and whenever
+            /// some prediction may move the way the excess asks, the three
+            /// end consistent.
+            #[test]
+            fn held_predictions_stay_within_their_bounds(
+                e in 1e-3f64..1e12, p in 1e-3f64..1e7, t in 1e-3f64..1e6,
+                he in 0.0f64..0.9, hp in 0.0f64..0.9, ht in 0.0f64..0.9,
+                held in proptest::array::uniform3(0usize..4),
+            ) {
+                let kinds = [Held::Free, Held::AtMost, Held::AtLeast, Held::Fixed];
+                let [ke, kp, kt] = held.map(|k| kinds[k]);
+                let (mut me, mut mp, mut mt) = (
+                    Prediction { held: ke, ..model(e, he) },
+                    Prediction { held: kp, ..model(p, hp) },
+                    Prediction { held: kt, ..model(t, ht) },
+                );
+                reconcile(&mut me, &mut mp, &mut mt);
+                for (kind, before, after) in [(ke, e, me.value), (kp, p, mp.value), (kt, t, mt.value)] {
+                    match kind {
+                        Held::Free => {}
+                        Held::AtMost => prop_assert!(after <= before, "{kind:?} {before} → {after}"),
+                        Held::AtLeast => prop_assert!(after >= before, "{kind:?} {before} → {after}"),
+                        Held::Fixed => prop_assert_eq!(after, before),
+                    }
+                }
+                let ln_r = (e / (p * t)).ln();
+                let free = [ke.allows(-ln_r), kp.allows(ln_r), kt.allows(ln_r)];
+                if free[0] && (kp != Held::Free || kt != Held::Free) {
+                    prop_assert!(mp.value == p && mt.value == t, "{mp:?} {mt:?}");
+                }
+                if free.iter().any(|f| *f) {
+                    let product = mp.value * mt.value;
+                    let in_energy = me.low * (1.0 - 1e-9) <= product && product <= me.high * (1.0 + 1e-9);
+                    let in_product = mp.low * mt.low * (1.0 - 1e-9) <= me.value
+                        && me.value <= mp.high * mt.high * (1.0 + 1e-9);
+                    prop_assert!(in_energy || in_product, "{me:?} {mp:?} {mt:?}");
                 }
             }
 

@@ -527,6 +527,35 @@ pub struct Prediction {
     pub low: f64,
     pub high: f64,
     pub flags: Flags,
+    /// Which bound holds the value, if any (`Flag::Bounded`).
+    pub held: Held,
+}
+
+/// Where a bound holds a prediction (`Model::bounded`): reconciling EtS
+/// with APC × TtS (`consistency`) may move it back inside its bound, not
+/// past it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Held {
+    #[default]
+    Free,
+    /// At its upper bound: the curve went higher.
+    AtMost,
+    /// At its lower bound: the curve went lower.
+    AtLeast,
+    /// Where the curve gave no number: at the nearest measured value.
+    Fixed,
+}
+
+impl Held {
+    /// Whether a prediction so held may move by a factor e^`shift`.
+    pub fn allows(self, shift: f64) -> bool {
+        match self {
+            Held::Free => true,
+            Held::AtMost => shift < 0.0,
+            Held::AtLeast => shift > 0.0,
+            Held::Fixed => false,
+        }
+    }
 }
 
 /// Fit a model to `observations`; `None` when there is no usable observation.
@@ -627,6 +656,7 @@ impl Model {
                 low: point.min,
                 high: point.max,
                 flags: self.history_flags(),
+                held: Held::Free,
             },
             None => self.predict_model(nodes),
         }
@@ -662,8 +692,8 @@ impl Model {
         let regime = self.regime(nodes);
         let candidate = self.selection.winner(regime);
         let ceiling = self.ceiling(n);
-        let (value, bounded) = self.bounded(&candidate.curve, n, ceiling);
-        if bounded {
+        let (value, held) = self.bounded(&candidate.curve, n, ceiling);
+        if held != Held::Free {
             flags.insert(Flag::Bounded);
         }
         // How many times past the range's nearest end, less one: 1.0 at
@@ -696,10 +726,11 @@ impl Model {
             // Nor does the interval reach past what a run could measure.
             high: (value * spread).min(ceiling.max(value)),
             flags,
+            held,
         }
     }
 
-    /// `curve`'s value at `n`, and whether it had to be bounded: beyond the
+    /// `curve`'s value at `n`, and where it had to be bounded: beyond the
     /// measured range, to change from the curve's value at the range's
     /// nearest end no faster than `MAX_SLOPE` (n² or 1/n²; energy n⁴ or
     /// 1/n⁴) and, everywhere,
@@ -708,7 +739,7 @@ impl Model {
     /// power law of exponent 20, and one through values twice apart of
     /// exponent 693: unbounded, they predicted three years at 2002 nodes,
     /// and values that overflowed to no number at all.
-    fn bounded(&self, curve: &super::families::Curve, n: f64, ceiling: f64) -> (f64, bool) {
+    fn bounded(&self, curve: &super::families::Curve, n: f64, ceiling: f64) -> (f64, Held) {
         let value = curve.value(n);
         let (lo, hi) = self.history.range();
         let end = n.clamp(lo, hi);
@@ -727,15 +758,22 @@ impl Model {
             range.0 = range.0.max(at_end * (-reach).exp());
             range.1 = range.1.min(at_end * reach.exp()).max(range.0);
             if value.is_nan() {
-                return (at_end.clamp(range.0, range.1), true);
+                return (at_end.clamp(range.0, range.1), Held::Fixed);
             }
         }
         if value.is_nan() {
             let nearest = self.nearest(n).map_or(range.0, |p| p.mean);
-            return (nearest.clamp(range.0, range.1), true);
+            return (nearest.clamp(range.0, range.1), Held::Fixed);
         }
         let clamped = value.clamp(range.0, range.1);
-        (clamped, clamped != value)
+        let held = if clamped < value {
+            Held::AtMost
+        } else if clamped > value {
+            Held::AtLeast
+        } else {
+            Held::Free
+        };
+        (clamped, held)
     }
 
     /// The most one run could measure at `n` nodes (`run_limit`), and no

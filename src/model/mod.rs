@@ -23,8 +23,8 @@ pub mod theory;
 
 pub use families::{Curve, Family};
 pub use fit::{
-    ErrorSummary, Flag, Flags, History, Holdout, Model, NodePoint, NodeStats, Prediction, Source,
-    fit, fit_history,
+    ErrorSummary, Flag, Flags, Held, History, Holdout, Model, NodePoint, NodeStats, Prediction,
+    Source, fit, fit_history,
 };
 pub use predictor::{Case, Continuation, Predictor, Segment, SegmentKind, Shape};
 pub use select::{Candidate, Regime, Selection};

@@ -414,6 +414,67 @@ async fn a_steep_curve_far_beyond_its_runs_gives_bounded_numbers() {
     assert!(reply.body["predicted_ets_j"].as_f64().unwrap().is_finite());
 }
 
+/// 300 W a node exactly, and a time growing as 60·n³ (a reviewer's case,
+/// 2026-11-29). Beyond the runs TtS is held to n² growth; APC keeps its own
+/// model's 300 W a node and EtS follows APC × TtS. APC took the whole excess
+/// and answered 595 W a node at 16 nodes, above every run and every bound,
+/// and max-nodes under 6 kW (searching to 64) said 12 nodes where the runs
+/// give 20.
+#[tokio::test]
+async fn a_time_held_to_its_bound_leaves_the_power_to_its_own_model() {
+    let app = TestApp::new().await;
+    let runs: Vec<Value> = [1, 2, 4, 8]
+        .iter()
+        .map(|&n: &i64| {
+            json!({"app": "cubic", "source": "s", "job_id": format!("c{n}"), "nodes": n,
+                   "avg_power_w": 300 * n, "duration_s": 60 * n * n * n})
+        })
+        .collect();
+    let reply = app
+        .post("/v1/runs/batch", &app.ingest, &json!({"runs": runs}))
+        .await;
+    assert_eq!(reply.body["created"], 4, "{:#}", reply.body);
+    let reply = app
+        .get("/v1/apps/cubic/predictions?nodes=16", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let [ets, apc, tts] = ["ets", "apc", "tts"].map(|m| prediction(&reply.body, m));
+    assert!(close(&apc["value"], 4800.0), "{apc:#}");
+    assert!(
+        tts["flags"].as_array().unwrap().contains(&json!("bounded")),
+        "{tts:#}"
+    );
+    // EtS on the edge of the product's interval or the other way round,
+    // not twice the product.
+    let bounds = |p: &Value| {
+        ["value", "low", "high"].map(|k| {
+            if k == "value" {
+                &p[k]
+            } else {
+                &p["interval"][k]
+            }
+            .as_f64()
+            .unwrap()
+        })
+    };
+    let ([e, el, eh], [p, pl, ph], [t, tl, th]) = (bounds(ets), bounds(apc), bounds(tts));
+    let within = |x: f64, lo: f64, hi: f64| lo * (1.0 - 1e-9) <= x && x <= hi * (1.0 + 1e-9);
+    assert!(
+        within(p * t, el, eh) || within(e, pl * tl, ph * th),
+        "{e} against {}",
+        p * t
+    );
+    assert!((e / (p * t) - 1.0).abs() < 0.05, "{e} against {}", p * t);
+    let reply = app
+        .get(
+            "/v1/apps/cubic/max-nodes?power_limit_w=6000&max_nodes=64",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["nodes"], 20, "{:#}", reply.body);
+}
+
 /// One run at the limits (a million nodes, 100 kW each, ten years): at one
 /// node no answer, interval included, passes what a run could measure
 /// there; reconciling EtS with APC × TtS once pushed TtS to 52 years.
