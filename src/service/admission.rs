@@ -19,7 +19,7 @@ use utoipa::ToSchema;
 use super::budgets::standing;
 use super::jobs::{Estimate, estimate};
 use super::power::ScopeDraws;
-use super::predictions::{NodeScope, check_workload, scope_nodes, settle_partition};
+use super::predictions::{AggregateName, NodeScope, check_workload, scope_nodes, settle_partition};
 use super::{Error, Result, Service, apps, power};
 use crate::domain::ReservedBasis;
 use crate::ingest::{NodeListDraft, NodeListSchema};
@@ -58,6 +58,10 @@ pub struct AdmissionInput {
     pub time_limit_s: Option<f64>,
     /// Reference workload for the node classification; default the service's.
     pub workload: Option<String>,
+    /// How the runs at the job's node count, if any were measured there,
+    /// are combined (default `mean`): `max` reserves what the hungriest of
+    /// them drew, as max-nodes holds a limit with `aggregate=max`.
+    pub aggregate: Option<AggregateName>,
 }
 
 /// The fields a job start and an admission question share, checked alike.
@@ -69,15 +73,17 @@ pub(crate) struct JobShape<'a> {
     pub account: Option<&'a str>,
     pub time_limit_s: Option<f64>,
     pub workload: Option<String>,
+    pub aggregate: Option<AggregateName>,
 }
 
 /// A job's shape, checked: its application, account, node count and node
-/// scope.
+/// scope, and how runs at its node count are combined.
 pub(crate) struct CheckedShape {
     pub app: Tag,
     pub account: Option<Account>,
     pub nodes: u32,
     pub scope: NodeScope,
+    pub aggregate: AggregateName,
 }
 
 impl JobShape<'_> {
@@ -111,6 +117,7 @@ impl JobShape<'_> {
                     account,
                     nodes,
                     scope,
+                    aggregate: self.aggregate.unwrap_or_default(),
                 })
             }
             _ => None,
@@ -602,12 +609,14 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
         account: input.account.as_deref(),
         time_limit_s: input.time_limit_s,
         workload: input.workload,
+        aggregate: input.aggregate,
     };
     let Some(CheckedShape {
         app: tag,
         account,
         nodes,
         mut scope,
+        aggregate,
     }) = shape.check(service, &mut problems)
     else {
         return Err(Error::Invalid(problems));
@@ -615,7 +624,7 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
     settle_partition(service, &mut scope).await?;
     check_workload(service, &scope, None).await?;
     let app = apps::find_known(service, &tag).await?;
-    let estimate = estimate(service, app.as_deref(), nodes, &scope).await?;
+    let estimate = estimate(service, app.as_deref(), nodes, &scope, aggregate).await?;
     let now = Utc::now();
     let job = Candidate {
         app: &tag,

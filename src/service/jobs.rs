@@ -84,6 +84,10 @@ pub struct JobInput {
     /// its reserved power × this limit (for budgets). At most ten years.
     #[schema(minimum = 1e-100, maximum = 315_576_000.0)]
     pub time_limit_s: Option<f64>,
+    /// How the runs at the job's node count, if any were measured there,
+    /// are combined (default `mean`): `max` reserves what the hungriest of
+    /// them drew, as max-nodes holds a limit with `aggregate=max`.
+    pub aggregate: Option<AggregateName>,
     /// Store the job even when it does not fit under a cap or its budget
     /// (it runs already, whatever the answer). Default `false`: such a job
     /// is refused with 409 and not stored.
@@ -261,6 +265,7 @@ pub(crate) async fn estimate(
     app: Option<&AppRow>,
     nodes: u32,
     scope: &NodeScope,
+    aggregate: AggregateName,
 ) -> Result<Estimate> {
     let partition = scope.partition.as_deref();
     let Some(app) = app.filter(|a| a.run_count > 0) else {
@@ -286,7 +291,7 @@ pub(crate) async fn estimate(
         });
     };
     let allowed = predict::allowed_rmse(app, None);
-    let consistent = Consistent::at(service, app, allowed, nodes, AggregateName::Mean).await?;
+    let consistent = Consistent::at(service, app, allowed, nodes, aggregate).await?;
     let value = |metric: Metric| Some(consistent.prediction(metric).value);
     let (apc, ets, tts) = (value(Metric::Apc), value(Metric::Ets), value(Metric::Tts));
     let (bounds, set) = node_answers(
@@ -295,7 +300,7 @@ pub(crate) async fn estimate(
         nodes,
         scope,
         allowed,
-        AggregateName::Mean,
+        aggregate,
         consistent.prediction(Metric::Tts).value,
     )
     .await?;
@@ -363,6 +368,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
         account: input.account.as_deref(),
         time_limit_s: input.time_limit_s,
         workload: input.workload,
+        aggregate: input.aggregate,
     };
     let (
         Some(source),
@@ -372,6 +378,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             account,
             nodes,
             mut scope,
+            aggregate,
         }),
     ) = (source, job_id, shape.check(service, &mut problems))
     else {
@@ -388,7 +395,7 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
     }
     // Predicting may fit a model: done before the lock is taken.
     let known = apps::find_known(service, &tag).await?;
-    let estimate = estimate(service, known.as_deref(), nodes, &scope).await?;
+    let estimate = estimate(service, known.as_deref(), nodes, &scope, aggregate).await?;
     // An unknown application is created now, on its own, before the lock:
     // inserting a tag waits for a batch that is inserting the same one, and
     // that batch takes the admission lock before it commits, so waiting for

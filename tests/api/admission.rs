@@ -1012,6 +1012,61 @@ async fn max_nodes_holds_the_reservation_to_the_limit_not_below_idle() {
     );
 }
 
+/// Max-nodes with `aggregate=max` holds the limit to what the hungriest run
+/// at a measured count drew; admission and a job start asked with the same
+/// aggregate reserve that much (a reviewer found admission, which took no
+/// aggregate, reserving the mean's 1,689 W on 8 nodes whose runs drew up
+/// to 2,282 W, after max-nodes had held 2,508 W to the limit).
+#[tokio::test]
+async fn admission_reserves_what_max_nodes_held_with_the_same_aggregate() {
+    let app = two_kinds_of_nodes().await;
+    cap(&app, "site", json!({"limit_w": 1.0e6})).await;
+    let reply = app
+        .get(
+            "/v1/apps/light/max-nodes?power_limit_w=2000&max_nodes=4&bound=worst\
+             &aggregate=max&partition=cpu",
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["nodes"], 4, "{:#}", reply.body);
+    let held = reply.body["reserved_w"].as_f64().unwrap();
+    let asked = |aggregate: Option<&str>| {
+        let mut body = json!({"app": "light", "nodes": 4, "partition": "cpu"});
+        if let Some(a) = aggregate {
+            body["aggregate"] = json!(a);
+        }
+        body
+    };
+    let max = admit(&app, asked(Some("max"))).await["power"].clone();
+    assert_eq!(max["basis"], "worst_nodes", "{max:#}");
+    assert!(
+        (max["predicted_apc_w"].as_f64().unwrap() - held).abs() < 1e-6,
+        "{held}: {max:#}"
+    );
+    // The mean of 790, 800 and 810 W reserves 10 W less than the 810 W run.
+    for body in [asked(None), asked(Some("mean"))] {
+        let mean = admit(&app, body).await["power"]["predicted_apc_w"]
+            .as_f64()
+            .unwrap();
+        assert!((held - mean - 10.0).abs() < 1e-6, "{held} {mean}");
+    }
+    let mut start = asked(Some("max"));
+    start["source"] = json!("s");
+    start["job_id"] = json!("hungry");
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert!(
+        (reply.body["reserved_w"].as_f64().unwrap() - held).abs() < 1e-6,
+        "{:#}",
+        reply.body
+    );
+    let reply = app
+        .post("/v1/admission", &app.schedule, &asked(Some("median")))
+        .await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "aggregate");
+}
+
 /// An application never seen, on nodes registered without a vendor peak,
 /// reserves what those nodes were measured drawing, not 1000 W each; a
 /// node set's node never measured counts at the worst node's power, not the
