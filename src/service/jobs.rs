@@ -306,7 +306,15 @@ pub(crate) async fn estimate(
     .await?;
     let (reserved_w, basis) = match (set, bounds, apc) {
         (Some(set), _, _) => (set.reserved_w, ReservedBasis::NodeSet),
-        (None, Some(bounds), _) => (bounds.worst_w, ReservedBasis::WorstNodes),
+        // The worst-node bound comes from the best-node model, which may
+        // extrapolate on a family of its own: never below the expected APC
+        // (a history whose power dips then rises gave 11,002 W against
+        // 11,314 W expected at twice its largest count, so admission
+        // reserved less than max-nodes held to a limit).
+        (None, Some(bounds), apc) => (
+            bounds.worst_w.max(apc.unwrap_or(0.0)),
+            ReservedBasis::WorstNodes,
+        ),
         (None, None, Some(apc)) => (apc, ReservedBasis::Expected),
         (None, None, None) => (
             DEFAULT_NODE_POWER_W * f64::from(nodes),

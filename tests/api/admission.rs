@@ -1067,6 +1067,61 @@ async fn admission_reserves_what_max_nodes_held_with_the_same_aggregate() {
     reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "aggregate");
 }
 
+/// The worst-node bound comes from the best-node model, which may pick a
+/// family of its own beyond the runs: on a history whose power dips then
+/// rises, it fell below the expected APC at twice the largest count, and
+/// admission reserved less than the job was expected to draw (a reviewer,
+/// 2026-11-29: 11,002 W against 11,314 W). The reservation is never below
+/// the expected APC.
+#[tokio::test]
+async fn a_worst_node_reservation_is_never_below_the_expected_power() {
+    let app = TestApp::new().await;
+    let now = Utc::now().to_rfc3339();
+    let mut samples = Vec::new();
+    for (i, watts) in [207.0, 220.0, 235.0, 250.0, 269.25].iter().enumerate() {
+        let name = format!("d{i}");
+        app.register_node(&name, &json!({"idle_power_w": 90.0}))
+            .await;
+        samples.push(json!({"node": name, "workload": "reference",
+                            "avg_power_w": watts, "measured_at": now}));
+    }
+    assert_eq!(app.post_samples(samples).await["created"], 5);
+    let runs: Vec<Value> = [
+        (1, 400.0, 100.0),
+        (2, 800.0, 55.0),
+        (4, 1500.0, 30.0),
+        (8, 2400.0, 17.0),
+        (16, 4000.0, 10.0),
+        (24, 3500.0, 9.0),
+        (32, 3300.0, 8.5),
+        (48, 5200.0, 8.0),
+    ]
+    .iter()
+    .map(|&(nodes, power, time)| {
+        json!({"app": "dip", "source": "s", "job_id": format!("d{nodes}"), "nodes": nodes,
+               "avg_power_w": power, "duration_s": time})
+    })
+    .collect();
+    let reply = app
+        .post("/v1/runs/batch", &app.ingest, &json!({"runs": runs}))
+        .await;
+    assert_eq!(reply.body["created"], 8, "{:#}", reply.body);
+    let reply = app
+        .get("/v1/apps/dip/predictions?nodes=96&metric=apc", &app.read)
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let expected = reply.body["predictions"][0]["value"].as_f64().unwrap();
+    let worst = reply.body["apc_bounds"]["worst_w"].as_f64().unwrap();
+    // The case itself: the bound below the expected power.
+    assert!(worst < expected, "{:#}", reply.body);
+    let a = admit(&app, json!({"app": "dip", "nodes": 96})).await;
+    assert_eq!(a["power"]["basis"], "worst_nodes", "{a:#}");
+    assert!(
+        (a["power"]["predicted_apc_w"].as_f64().unwrap() - expected).abs() < 1e-6,
+        "{expected}: {a:#}"
+    );
+}
+
 /// An application never seen, on nodes registered without a vendor peak,
 /// reserves what those nodes were measured drawing, not 1000 W each; a
 /// node set's node never measured counts at the worst node's power, not the
