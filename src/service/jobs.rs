@@ -294,27 +294,12 @@ pub(crate) async fn estimate(
     let consistent = Consistent::at(service, app, allowed, nodes, aggregate).await?;
     let value = |metric: Metric| Some(consistent.prediction(metric).value);
     let (apc, ets, tts) = (value(Metric::Apc), value(Metric::Ets), value(Metric::Tts));
-    let (bounds, set) = node_answers(
-        service,
-        app,
-        nodes,
-        scope,
-        allowed,
-        aggregate,
-        consistent.prediction(Metric::Tts).value,
-    )
-    .await?;
+    let (bounds, set) =
+        node_answers(service, app, nodes, scope, allowed, aggregate, &consistent).await?;
     let (reserved_w, basis) = match (set, bounds, apc) {
         (Some(set), _, _) => (set.reserved_w, ReservedBasis::NodeSet),
-        // The worst-node bound comes from the best-node model, which may
-        // extrapolate on a family of its own: never below the expected APC
-        // (a history whose power dips then rises gave 11,002 W against
-        // 11,314 W expected at twice its largest count, so admission
-        // reserved less than max-nodes held to a limit).
-        (None, Some(bounds), apc) => (
-            bounds.worst_w.max(apc.unwrap_or(0.0)),
-            ReservedBasis::WorstNodes,
-        ),
+        // At least the expected APC (`node_answers`).
+        (None, Some(bounds), _) => (bounds.worst_w, ReservedBasis::WorstNodes),
         (None, None, Some(apc)) => (apc, ReservedBasis::Expected),
         (None, None, None) => (
             DEFAULT_NODE_POWER_W * f64::from(nodes),

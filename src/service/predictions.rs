@@ -210,7 +210,6 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
     let metrics = metrics_of(query.metric);
     let consistent = Consistent::at(service, app, allowed, nodes, aggregate).await?;
     let (models, mut predictions) = consistent.of(metrics);
-    let tts_s = consistent.prediction(Metric::Tts).value;
     let with_apc = metrics.contains(&Metric::Apc);
     let (apc_bounds, node_set) = if with_apc || query.scope.list.is_some() {
         // Without a partition, nodes are weighed where the registry has them,
@@ -225,7 +224,7 @@ pub async fn predict(service: &Service, app: &AppRow, query: Query) -> Result<Pr
         }
         check_named(service, &scope).await?;
         let (bounds, set) =
-            node_answers(service, app, nodes, &scope, allowed, aggregate, tts_s).await?;
+            node_answers(service, app, nodes, &scope, allowed, aggregate, &consistent).await?;
         // The bounds are APC's: a query of other metrics gets the node set.
         (bounds.filter(|_| with_apc), set)
     } else {
@@ -532,6 +531,12 @@ pub async fn check_registered(service: &Service, scope: &NodeScope) -> Result<()
 
 /// The APC bounds of n nodes and the node set's predictions, where nodes are
 /// classified; a node list naming unknown nodes is refused (`Invalid`).
+/// `expected` gives the node set its TtS, and the worst-node bound its
+/// floor: the bound comes from the best-node model, which may extrapolate
+/// on a family of its own, and the worst allocation draws no less than the
+/// expected APC (a history whose power dips then rises gave 11,002 W against
+/// 11,314 W expected at twice its largest count, and admission reserved
+/// less than max-nodes held to a limit).
 pub async fn node_answers(
     service: &Service,
     app: &AppRow,
@@ -539,8 +544,10 @@ pub async fn node_answers(
     scope: &NodeScope,
     allowed: f64,
     aggregate: AggregateName,
-    tts_s: f64,
+    expected: &Consistent,
 ) -> Result<(Option<ApcBounds>, Option<NodeSet>)> {
+    let tts_s = expected.prediction(Metric::Tts).value;
+    let apc_w = expected.prediction(Metric::Apc).value;
     check_registered(service, scope).await?;
     let Some(powers) =
         nodes::node_powers(service, &scope.workload, scope.partition.as_deref()).await?
@@ -559,7 +566,7 @@ pub async fn node_answers(
         workload: scope.workload.clone(),
         partition: scope.partition.clone(),
         best_w: best.value,
-        worst_w: model::bounds::worst_of(best.value, nodes, scale),
+        worst_w: model::bounds::worst_of(best.value, nodes, scale).max(apc_w),
         p_min_w: scale.p_min,
         p_max_w: scale.p_max,
         vendor_peak_w: max_peak.map(|p| p * f64::from(nodes)),

@@ -1071,21 +1071,23 @@ async fn admission_reserves_what_max_nodes_held_with_the_same_aggregate() {
 /// family of its own beyond the runs: on a history whose power dips then
 /// rises, it fell below the expected APC at twice the largest count, and
 /// admission reserved less than the job was expected to draw (a reviewer,
-/// 2026-11-29: 11,002 W against 11,314 W). The reservation is never below
-/// the expected APC.
+/// 2026-11-29: 11,002 W against 11,314 W). The bound, max-nodes' worst case
+/// and the reservation are never below the expected APC.
 #[tokio::test]
 async fn a_worst_node_reservation_is_never_below_the_expected_power() {
     let app = TestApp::new().await;
     let now = Utc::now().to_rfc3339();
     let mut samples = Vec::new();
-    for (i, watts) in [207.0, 220.0, 235.0, 250.0, 269.25].iter().enumerate() {
+    // 100 nodes, so that max-nodes' worst case can reach 96 of them.
+    for i in 0..100 {
         let name = format!("d{i}");
         app.register_node(&name, &json!({"idle_power_w": 90.0}))
             .await;
+        let watts = [207.0, 220.0, 235.0, 250.0, 269.25][i % 5];
         samples.push(json!({"node": name, "workload": "reference",
                             "avg_power_w": watts, "measured_at": now}));
     }
-    assert_eq!(app.post_samples(samples).await["created"], 5);
+    assert_eq!(app.post_samples(samples).await["created"], 100);
     let runs: Vec<Value> = [
         (1, 400.0, 100.0),
         (2, 800.0, 55.0),
@@ -1112,8 +1114,24 @@ async fn a_worst_node_reservation_is_never_below_the_expected_power() {
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
     let expected = reply.body["predictions"][0]["value"].as_f64().unwrap();
     let worst = reply.body["apc_bounds"]["worst_w"].as_f64().unwrap();
-    // The case itself: the bound below the expected power.
-    assert!(worst < expected, "{:#}", reply.body);
+    // The floor holds the bound (the best-node model's bound lies below).
+    assert!((worst - expected).abs() < 1e-6, "{:#}", reply.body);
+    let reply = app
+        .get(
+            &format!(
+                "/v1/apps/dip/max-nodes?power_limit_w={}&bound=worst&max_nodes=96",
+                expected + 1e-3
+            ),
+            &app.read,
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["nodes"], 96, "{:#}", reply.body);
+    assert!(
+        (reply.body["reserved_w"].as_f64().unwrap() - expected).abs() < 1e-6,
+        "{:#}",
+        reply.body
+    );
     let a = admit(&app, json!({"app": "dip", "nodes": 96})).await;
     assert_eq!(a["power"]["basis"], "worst_nodes", "{a:#}");
     assert!(

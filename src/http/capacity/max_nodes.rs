@@ -229,9 +229,14 @@ pub async fn max_nodes(
             models.tts = None;
             models.workload = Some(scope.workload.clone());
             let scale = powers.scale;
+            // Never below the expected APC, as `apc_bounds.worst_w` and
+            // admission give it (`service::predictions::node_answers`).
+            let [ets, apc, tts]: [Arc<Fitted>; 3] = std::array::from_fn(|i| fitted[i].clone());
             Box::new(move |n| {
+                let [_, expected, _] =
+                    consistency::predict([&ets.model, &apc.model, &tts.model], n, aggregate);
                 let mut p = best.model.predict(n, aggregate);
-                p.value = bounds::worst_of(p.value, n, &scale);
+                p.value = bounds::worst_of(p.value, n, &scale).max(expected.value);
                 p
             })
         }
