@@ -104,9 +104,11 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
     if r.abs() <= admitted {
         return;
     }
-    // APC or TtS held (a time growing faster than n², a power past what a
-    // node draws): EtS, their product, is that product, and the other keeps
-    // its own model's value. The held metric is a judgement on a curve that
+    // APC or TtS held where the excess would move it past its bound (a time
+    // growing faster than n², a power past what a node draws): EtS, their
+    // product, is that product, and the other keeps its own model's value
+    // (a metric held but free to move back inside its bound shares the
+    // excess below, by variance). The held metric is a judgement on a curve that
     // went too far, which the energy's curve shares: moved only to the edge
     // of its interval, EtS stayed 100 times the product at 100,000 nodes of
     // a time measured growing as n³; shared by variance, a power fitted
@@ -114,11 +116,19 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
     // node, above every run. (Within the intervals nothing moves, as
     // elsewhere: moving EtS there too raised the 90th percentile of EtS at
     // 1.5× and 2× on the synthetic histories measured once per count.)
-    if (apc.held != Held::Free || tts.held != Held::Free) && ets.held.allows(-r) {
-        let factor = (-r).exp();
-        ets.value *= factor;
-        ets.low *= factor;
-        ets.high *= factor;
+    let blocked = |p: &Prediction| p.held != Held::Free && !p.held.allows(r);
+    if (blocked(apc) || blocked(tts)) && ets.held.allows(-r) {
+        // The product itself, not EtS scaled by e^−r, which overflows where
+        // EtS was held at the smallest positive number.
+        let product = apc.value * tts.value;
+        if !(product.is_finite() && product > 0.0) {
+            return;
+        }
+        // The interval keeps its width in the logs, as a ratio to the value.
+        let (below, above) = (ets.low / ets.value, ets.high / ets.value);
+        ets.value = product;
+        ets.low = (product * below).clamp(f64::MIN_POSITIVE, product);
+        ets.high = (product * above).clamp(product, f64::MAX);
         return;
     }
     // Onto the edge, and a hair inside it, so that rounding leaves the
@@ -223,6 +233,26 @@ mod tests {
         );
         reconcile(&mut e, &mut p, &mut t);
         assert!(e.value < 5000.0 && t.value > 100.0 && p.value == 10.0);
+        // APC held at least (raised to a floor) and EtS above the product:
+        // APC may rise back inside, so the excess is shared by variance,
+        // not all taken by EtS.
+        let (mut e, mut p, mut t) = (
+            model(5000.0, 0.1),
+            held(10.0, 0.5, Held::AtLeast),
+            model(100.0, 0.1),
+        );
+        reconcile(&mut e, &mut p, &mut t);
+        assert!(p.value > 10.0 && e.value < 5000.0 && t.value > 100.0);
+        // EtS held at the smallest positive number, TtS held too: EtS
+        // becomes the product, finite, where e^−r would overflow.
+        let (mut e, mut p, mut t) = (
+            held(f64::MIN_POSITIVE, 0.1, Held::AtLeast),
+            model(1e5, 0.1),
+            held(1e8, 0.1, Held::AtLeast),
+        );
+        reconcile(&mut e, &mut p, &mut t);
+        assert_eq!(e.value, 1e13);
+        assert!(e.low > 0.0 && e.low <= e.value && e.value <= e.high && e.high.is_finite());
         // EtS held at most where it should go up: APC and TtS come down.
         let (mut e, mut p, mut t) = (
             held(500.0, 0.1, Held::AtMost),
@@ -357,7 +387,8 @@ mod tests {
                 }
                 let ln_r = (e / (p * t)).ln();
                 let free = [ke.allows(-ln_r), kp.allows(ln_r), kt.allows(ln_r)];
-                if free[0] && (kp != Held::Free || kt != Held::Free) {
+                let blocked = |k: Held| k != Held::Free && !k.allows(ln_r);
+                if free[0] && (blocked(kp) || blocked(kt)) {
                     prop_assert!(mp.value == p && mt.value == t, "{mp:?} {mt:?}");
                     // The product exactly, or nothing moved (within the intervals).
                     prop_assert!(

@@ -581,6 +581,55 @@ mod tests {
         assert!((v - 160.0).abs() / 160.0 < 0.05, "{v}");
     }
 
+    /// The basis written in place, its powers multiplied out, is the basis
+    /// as `powi` gave it, to the bit, for every case and degree.
+    #[test]
+    fn the_basis_is_the_same_bits_as_with_powi() {
+        let reference = |s: &Structure, t: f64, ta: f64, tb: f64| -> Vec<f64> {
+            let powers = |u: f64| (1..=s.degree).map(move |k| u.powi(k as i32));
+            let mut out = vec![1.0];
+            match s.case {
+                Case::I => out.push(t),
+                Case::II => out.extend(powers(t)),
+                Case::III => {
+                    out.push(t.min(ta));
+                    out.extend(powers((t - ta).max(0.0)));
+                }
+                Case::IV => {
+                    out.extend(powers((t - ta).min(0.0)));
+                    out.push((t - ta).max(0.0));
+                }
+                Case::V => {
+                    out.push((t - ta).min(0.0));
+                    out.extend(powers(t.clamp(ta, tb) - ta));
+                    out.push((t - tb).max(0.0));
+                }
+            }
+            out
+        };
+        for case in [Case::I, Case::II, Case::III, Case::IV, Case::V] {
+            for degree in 1..=MAX_DEGREE {
+                let s = Structure {
+                    case,
+                    breaks: [0, 0],
+                    degree,
+                };
+                for t in [-0.0, 0.0, 0.3, 0.7, 1.0, -0.25, 1.0 / 3.0] {
+                    let (ta, tb) = (0.2, 0.65);
+                    let mut out = [f64::NAN; MAX_PARAMS];
+                    s.basis(t, ta, tb, &mut out[..s.params()]);
+                    let expected = reference(&s, t, ta, tb);
+                    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&out[..s.params()]),
+                        bits(&expected),
+                        "{case:?} degree {degree} at {t}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn no_cubic_is_extrapolated_freely() {
         let data: Vec<(u32, f64)> = (1..=10)

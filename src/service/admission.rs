@@ -59,8 +59,9 @@ pub struct AdmissionInput {
     /// Reference workload for the node classification; default the service's.
     pub workload: Option<String>,
     /// How the runs at the job's node count, if any were measured there,
-    /// are combined (default `mean`): `max` reserves what the hungriest of
-    /// them drew, as max-nodes holds a limit with `aggregate=max`.
+    /// are combined: `mean` (the default) or `max`, which reserves what the
+    /// hungriest of them drew, as max-nodes holds a limit with
+    /// `aggregate=max`. `min` is refused: a job reserves at least the mean.
     pub aggregate: Option<AggregateName>,
 }
 
@@ -94,6 +95,14 @@ impl JobShape<'_> {
         let account = validate::checked(problems, "account", account);
         if let Some(Err(reason)) = self.time_limit_s.map(validate::time_limit) {
             problems.push(FieldError::new("time_limit_s", reason));
+        }
+        // A reservation below the runs' mean draw would let a job pass a
+        // cap its runs say it breaks, and commit less energy to a budget.
+        if self.aggregate == Some(AggregateName::Min) {
+            problems.push(FieldError::new(
+                "aggregate",
+                "must be mean or max: a job reserves at least the mean of the runs at its node count",
+            ));
         }
         let before = problems.len();
         let node_list = self.node_list.map(|l| l.as_hostlist("node_list", problems));

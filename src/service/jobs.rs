@@ -85,8 +85,9 @@ pub struct JobInput {
     #[schema(minimum = 1e-100, maximum = 315_576_000.0)]
     pub time_limit_s: Option<f64>,
     /// How the runs at the job's node count, if any were measured there,
-    /// are combined (default `mean`): `max` reserves what the hungriest of
-    /// them drew, as max-nodes holds a limit with `aggregate=max`.
+    /// are combined: `mean` (the default) or `max`, which reserves what the
+    /// hungriest of them drew, as max-nodes holds a limit with
+    /// `aggregate=max`. `min` is refused: a job reserves at least the mean.
     pub aggregate: Option<AggregateName>,
     /// Store the job even when it does not fit under a cap or its budget
     /// (it runs already, whatever the answer). Default `false`: such a job

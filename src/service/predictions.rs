@@ -71,7 +71,7 @@ pub fn predict_error(tag: &str, error: PredictError) -> Error {
 
 /// APC on the best and the worst allocation of n nodes (docs/model.md §3): the
 /// history normalised to the best node, predicted for n, plus nothing (best)
-/// or n·(P_max − P_min) (worst).
+/// or n·(P_max − P_min) (worst, and never below the expected APC).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ApcBounds {
     pub workload: String,

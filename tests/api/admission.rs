@@ -1065,6 +1065,17 @@ async fn admission_reserves_what_max_nodes_held_with_the_same_aggregate() {
         .post("/v1/admission", &app.schedule, &asked(Some("median")))
         .await;
     reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "aggregate");
+    // The least of the runs would reserve below their mean draw: refused,
+    // for a job start too (nothing stored).
+    let reply = app
+        .post("/v1/admission", &app.schedule, &asked(Some("min")))
+        .await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "aggregate");
+    let mut start = asked(Some("min"));
+    start["source"] = json!("s");
+    start["job_id"] = json!("frugal");
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    reply.assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "aggregate");
 }
 
 /// The worst-node bound comes from the best-node model, which may pick a

@@ -45,8 +45,8 @@ pub struct MaxNodesParams {
     #[param(minimum = 1, maximum = 1_000_000)]
     pub max_nodes: Option<i64>,
     /// At a measured node count, how its runs are combined, as in
-    /// predictions: `mean` (default, what admission reserves), `min` or
-    /// `max` (the most a run there drew).
+    /// predictions: `mean` (default, as admission and job starts reserve
+    /// by default), `min` or `max` (the most a run there drew).
     pub aggregate: Option<AggregateName>,
     /// Reference workload for `bound=worst`; default the service's.
     pub workload: Option<String>,
@@ -236,7 +236,11 @@ pub async fn max_nodes(
                 let [_, expected, _] =
                     consistency::predict([&ets.model, &apc.model, &tts.model], n, aggregate);
                 let mut p = best.model.predict(n, aggregate);
-                p.value = bounds::worst_of(p.value, n, &scale).max(expected.value);
+                p.value = bounds::worst_of(p.value, n, &scale);
+                if expected.value > p.value {
+                    p.value = expected.value;
+                    p.flags = p.flags.union(expected.flags);
+                }
                 p
             })
         }
