@@ -30,7 +30,7 @@
 //! satisfied E = P·T within 5 % at ingestion).
 
 use super::fit::MAX_SPREAD;
-use super::{Aggregate, Held, Model, Prediction, Source};
+use super::{Aggregate, Flag, Held, Model, Prediction, Source};
 
 /// A half-width (in the logs) below which a prediction counts as exact.
 const EXACT: f64 = 1e-12;
@@ -41,7 +41,7 @@ const EXACT: f64 = 1e-12;
 pub fn predict(models: [&Model; 3], nodes: u32, aggregate: Aggregate) -> [Prediction; 3] {
     let [mut ets, mut apc, mut tts] = models.map(|m| m.predict(nodes, aggregate));
     reconcile(&mut ets, &mut apc, &mut tts);
-    [ets, apc, tts]
+    within_ceilings(models, nodes, [ets, apc, tts])
 }
 
 /// The models' own values at `nodes` (their curves, also where runs were
@@ -51,7 +51,28 @@ pub fn predict(models: [&Model; 3], nodes: u32, aggregate: Aggregate) -> [Predic
 pub fn curves(models: [&Model; 3], nodes: u32) -> [Prediction; 3] {
     let [mut ets, mut apc, mut tts] = models.map(|m| m.predict_model(nodes));
     reconcile(&mut ets, &mut apc, &mut tts);
-    [ets, apc, tts]
+    within_ceilings(models, nodes, [ets, apc, tts])
+}
+
+/// No model's answer past what one run could measure (`Model::ceiling`),
+/// after reconciling as before it: a free prediction near its ceiling can
+/// be moved past it by another's excess. Held there, it is flagged
+/// `bounded`, and EtS = APC × TtS then holds as nearly as the ceiling lets it.
+fn within_ceilings(models: [&Model; 3], nodes: u32, mut out: [Prediction; 3]) -> [Prediction; 3] {
+    for (model, p) in models.iter().zip(&mut out) {
+        if p.source != Source::Model {
+            continue;
+        }
+        let ceiling = model.ceiling(f64::from(nodes));
+        if p.value > ceiling {
+            p.value = ceiling;
+            p.flags.insert(Flag::Bounded);
+            p.held = Held::AtMost;
+        }
+        p.high = p.high.min(ceiling.max(p.value));
+        p.low = p.low.min(p.value);
+    }
+    out
 }
 
 /// Make `ets`, `apc` and `tts` consistent in place (EtS = APC × TtS within
@@ -177,6 +198,37 @@ mod tests {
             flags: Default::default(),
             held: Held::Free,
         }
+    }
+
+    /// A power a hair below 100 kW a node, a flat time and an energy a
+    /// hundred times their product: reconciled, the power would rise past
+    /// what a run could draw; answered, it stops at 100 kW a node, flagged.
+    #[test]
+    fn no_reconciled_answer_passes_what_a_run_could_measure() {
+        use crate::model::{FitOptions, Metric, ScalingMode, fit};
+        let model = |metric, values: [(u32, f64); 2]| {
+            let history = values.map(|(nodes, value)| crate::model::Observation {
+                nodes,
+                value,
+                weight: 1.0,
+            });
+            let options = FitOptions {
+                metric,
+                mode: ScalingMode::Unknown,
+                allowed_rmse_pct: 2.0,
+            };
+            fit(&history, options).unwrap()
+        };
+        let ets = model(Metric::Ets, [(1, 1e9), (2, 2e9)]);
+        let apc = model(Metric::Apc, [(1, 99e3), (2, 198e3)]);
+        let tts = model(Metric::Tts, [(1, 100.0), (2, 100.0)]);
+        let ceiling = 3.0 * crate::domain::MAX_POWER_PER_NODE_W;
+        let [mut e, mut p, mut t] = [&ets, &apc, &tts].map(|m| m.predict(3, Aggregate::Mean));
+        reconcile(&mut e, &mut p, &mut t);
+        assert!(p.value > ceiling, "the case itself: {p:?}");
+        let [_, p, _] = predict([&ets, &apc, &tts], 3, Aggregate::Mean);
+        assert!(p.value <= ceiling && p.high <= ceiling, "{p:?}");
+        assert!(p.flags.contains(Flag::Bounded) && p.low <= p.value, "{p:?}");
     }
 
     #[test]

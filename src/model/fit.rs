@@ -778,7 +778,7 @@ impl Model {
 
     /// The most one run could measure at `n` nodes (`run_limit`), and no
     /// more than the largest float an interval can be built around.
-    fn ceiling(&self, n: f64) -> f64 {
+    pub(crate) fn ceiling(&self, n: f64) -> f64 {
         let ceiling = match self.options.metric {
             Metric::Tts => self.run_limit,
             Metric::Apc | Metric::Ets => self.run_limit * n,
