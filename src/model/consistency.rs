@@ -205,23 +205,11 @@ mod tests {
     /// what a run could draw; answered, it stops at 100 kW a node, flagged.
     #[test]
     fn no_reconciled_answer_passes_what_a_run_could_measure() {
-        use crate::model::{FitOptions, Metric, ScalingMode, fit};
-        let model = |metric, values: [(u32, f64); 2]| {
-            let history = values.map(|(nodes, value)| crate::model::Observation {
-                nodes,
-                value,
-                weight: 1.0,
-            });
-            let options = FitOptions {
-                metric,
-                mode: ScalingMode::Unknown,
-                allowed_rmse_pct: 2.0,
-            };
-            fit(&history, options).unwrap()
-        };
-        let ets = model(Metric::Ets, [(1, 1e9), (2, 2e9)]);
-        let apc = model(Metric::Apc, [(1, 99e3), (2, 198e3)]);
-        let tts = model(Metric::Tts, [(1, 100.0), (2, 100.0)]);
+        use crate::model::Metric;
+        use crate::model::fit::tests::two_counts;
+        let ets = two_counts(Metric::Ets, [(1, 1e9), (2, 2e9)]);
+        let apc = two_counts(Metric::Apc, [(1, 99e3), (2, 198e3)]);
+        let tts = two_counts(Metric::Tts, [(1, 100.0), (2, 100.0)]);
         let ceiling = 3.0 * crate::domain::MAX_POWER_PER_NODE_W;
         let [mut e, mut p, mut t] = [&ets, &apc, &tts].map(|m| m.predict(3, Aggregate::Mean));
         reconcile(&mut e, &mut p, &mut t);

@@ -871,7 +871,7 @@ pub fn effective_allowed(history: &History, asked: f64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A power law through two counts far apart in value, asked far from
@@ -910,7 +910,8 @@ mod tests {
     }
     use crate::model::{Metric, ScalingMode};
 
-    fn two_counts(metric: Metric, points: [(u32, f64); 2]) -> Model {
+    /// A model of `metric` fitted to one run at each of two node counts.
+    pub(crate) fn two_counts(metric: Metric, points: [(u32, f64); 2]) -> Model {
         let history = points.map(|(nodes, value)| Observation {
             nodes,
             value,
