@@ -125,6 +125,9 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
     if r.abs() <= admitted {
         return;
     }
+    // A prediction held at a bound (`Held`) moves back inside it, never
+    // past it. EtS moves against the discrepancy, APC and TtS with it.
+    let free = [ets.held.allows(-r), apc.held.allows(r), tts.held.allows(r)];
     // APC or TtS held where the excess would move it past its bound (a time
     // growing faster than n², a power past what a node draws): EtS, their
     // product, is that product, and the other keeps its own model's value
@@ -137,8 +140,7 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
     // node, above every run. (Within the intervals nothing moves, as
     // elsewhere: moving EtS there too raised the 90th percentile of EtS at
     // 1.5× and 2× on the synthetic histories measured once per count.)
-    let blocked = |p: &Prediction| p.held != Held::Free && !p.held.allows(r);
-    if (blocked(apc) || blocked(tts)) && ets.held.allows(-r) {
+    if free[0] && !(free[1] && free[2]) {
         // The product itself, not EtS scaled by e^−r, which overflows where
         // EtS was held at the smallest positive number.
         let product = apc.value * tts.value;
@@ -155,13 +157,6 @@ pub fn reconcile(ets: &mut Prediction, apc: &mut Prediction, tts: &mut Predictio
     // Onto the edge, and a hair inside it, so that rounding leaves the
     // value within the interval rather than 1e-16 beyond.
     let excess = r - (admitted * (1.0 - 1e-12)).copysign(r);
-    // A prediction held at a bound (`Held`) moves back inside it, never
-    // past it. EtS moves against the excess, APC and TtS with it.
-    let free = [
-        ets.held.allows(-excess),
-        apc.held.allows(excess),
-        tts.held.allows(excess),
-    ];
     // In proportion to the variances of those free to move; when none is,
     // nothing moves.
     let half = [he, hp, ht];
@@ -427,8 +422,7 @@ mod tests {
                 }
                 let ln_r = (e / (p * t)).ln();
                 let free = [ke.allows(-ln_r), kp.allows(ln_r), kt.allows(ln_r)];
-                let blocked = |k: Held| k != Held::Free && !k.allows(ln_r);
-                if free[0] && (blocked(kp) || blocked(kt)) {
+                if free[0] && !(free[1] && free[2]) {
                     prop_assert!(mp.value == p && mt.value == t, "{mp:?} {mt:?}");
                     // The product exactly, or nothing moved (within the intervals).
                     prop_assert!(

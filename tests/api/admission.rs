@@ -1099,26 +1099,20 @@ async fn a_worst_node_reservation_is_never_below_the_expected_power() {
                             "avg_power_w": watts, "measured_at": now}));
     }
     assert_eq!(app.post_samples(samples).await["created"], 100);
-    let runs: Vec<Value> = [
-        (1, 400.0, 100.0),
-        (2, 800.0, 55.0),
-        (4, 1500.0, 30.0),
-        (8, 2400.0, 17.0),
-        (16, 4000.0, 10.0),
-        (24, 3500.0, 9.0),
-        (32, 3300.0, 8.5),
-        (48, 5200.0, 8.0),
-    ]
-    .iter()
-    .map(|&(nodes, power, time)| {
-        json!({"app": "dip", "source": "s", "job_id": format!("d{nodes}"), "nodes": nodes,
-               "avg_power_w": power, "duration_s": time})
-    })
-    .collect();
-    let reply = app
-        .post("/v1/runs/batch", &app.ingest, &json!({"runs": runs}))
-        .await;
-    assert_eq!(reply.body["created"], 8, "{:#}", reply.body);
+    app.store_power_time(
+        "dip",
+        &[
+            (1, 400.0, 100.0),
+            (2, 800.0, 55.0),
+            (4, 1500.0, 30.0),
+            (8, 2400.0, 17.0),
+            (16, 4000.0, 10.0),
+            (24, 3500.0, 9.0),
+            (32, 3300.0, 8.5),
+            (48, 5200.0, 8.0),
+        ],
+    )
+    .await;
     let reply = app
         .get("/v1/apps/dip/predictions?nodes=96&metric=apc", &app.read)
         .await;

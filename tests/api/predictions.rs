@@ -347,21 +347,15 @@ async fn a_batch_reads_the_applications_it_names_at_once() {
 #[tokio::test]
 async fn a_steep_curve_far_beyond_its_runs_gives_bounded_numbers() {
     let app = TestApp::new().await;
-    let runs: Vec<Value> = [
-        (1000, 100_000.0, 10.0),
-        (1001, 100_100.0, 20.0),
-        (1002, 100_200.0, 40.0),
-    ]
-    .iter()
-    .map(|&(nodes, power, time)| {
-        json!({"app": "steep", "source": "s", "job_id": format!("j{nodes}"), "nodes": nodes,
-                   "avg_power_w": power, "duration_s": time})
-    })
-    .collect();
-    let reply = app
-        .post("/v1/runs/batch", &app.ingest, &json!({"runs": runs}))
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    app.store_power_time(
+        "steep",
+        &[
+            (1000, 100_000.0, 10.0),
+            (1001, 100_100.0, 20.0),
+            (1002, 100_200.0, 40.0),
+        ],
+    )
+    .await;
     for n in [1, 2000, 100_000, 1_000_000] {
         let reply = app
             .get(&format!("/v1/apps/steep/predictions?nodes={n}"), &app.read)
@@ -424,17 +418,8 @@ async fn a_steep_curve_far_beyond_its_runs_gives_bounded_numbers() {
 #[tokio::test]
 async fn a_time_held_to_its_bound_leaves_the_power_to_its_own_model() {
     let app = TestApp::new().await;
-    let runs: Vec<Value> = [1, 2, 4, 8]
-        .iter()
-        .map(|&n: &i64| {
-            json!({"app": "cubic", "source": "s", "job_id": format!("c{n}"), "nodes": n,
-                   "avg_power_w": 300 * n, "duration_s": 60 * n * n * n})
-        })
-        .collect();
-    let reply = app
-        .post("/v1/runs/batch", &app.ingest, &json!({"runs": runs}))
-        .await;
-    assert_eq!(reply.body["created"], 4, "{:#}", reply.body);
+    let runs = [1, 2, 4, 8].map(|n: i64| (n, 300.0 * n as f64, 60.0 * (n * n * n) as f64));
+    app.store_power_time("cubic", &runs).await;
     let reply = app
         .get("/v1/apps/cubic/predictions?nodes=16", &app.read)
         .await;

@@ -352,6 +352,28 @@ impl TestApp {
         reply.body["run"]["id"].as_i64().unwrap()
     }
 
+    /// Store one run of `app` per (nodes, average power W, duration s), in
+    /// one batch (source `s`, job ids `{app}-{nodes}`), and assert that
+    /// every one was created.
+    pub async fn store_power_time(&self, app: &str, runs: &[(i64, f64, f64)]) {
+        let runs: Vec<Value> = runs
+            .iter()
+            .map(|&(nodes, power, time)| {
+                serde_json::json!({"app": app, "source": "s", "job_id": format!("{app}-{nodes}"),
+                                   "nodes": nodes, "avg_power_w": power, "duration_s": time})
+            })
+            .collect();
+        let reply = self
+            .post(
+                "/v1/runs/batch",
+                &self.ingest,
+                &serde_json::json!({"runs": runs}),
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+        assert_eq!(reply.body["created"], runs.len(), "{:#}", reply.body);
+    }
+
     /// Register node `name` with `metadata` and assert it was created.
     pub async fn register_node(&self, name: &str, metadata: &Value) {
         let reply = self
