@@ -60,7 +60,15 @@ impl<R: Required> FromRequestParts<AppState> for Authorized<R> {
 /// The secret of the `Authorization: Bearer <token>` header: `None`
 /// without the header, an error when it is not of that form.
 pub fn bearer(headers: &HeaderMap) -> Option<Result<&str, ApiError>> {
-    let value = headers.get(header::AUTHORIZATION)?;
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?;
+    // One credential per request (a singleton field, RFC 9110 §11.6.2):
+    // of two, neither is taken for the other.
+    if values.next().is_some() {
+        return Some(Err(ApiError::Unauthorized(
+            "send one Authorization header, not several",
+        )));
+    }
     // The scheme name is case-insensitive (RFC 9110, section 11.1).
     let secret = value
         .to_str()

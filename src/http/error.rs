@@ -102,55 +102,35 @@ impl ApiError {
     /// The problem document (logging the details of an internal error).
     pub fn into_problem(self) -> Problem {
         let status = self.status();
-        let (slug, title, detail, errors) = match self {
-            ApiError::Invalid(errors) => (
-                "validation",
-                "Invalid request",
-                count_fields(&errors),
-                errors,
-            ),
-            ApiError::BadRequest(errors) => {
-                ("bad-request", "Bad request", count_fields(&errors), errors)
-            }
-            ApiError::Unauthorized(reason) => {
-                ("unauthorized", "Unauthorized", reason.to_owned(), vec![])
-            }
+        let (slug, detail, errors) = match self {
+            ApiError::Invalid(errors) => ("validation", count_fields(&errors), errors),
+            ApiError::BadRequest(errors) => ("bad-request", count_fields(&errors), errors),
+            ApiError::Unauthorized(reason) => ("unauthorized", reason.to_owned(), vec![]),
             ApiError::Forbidden(scope) => (
                 "forbidden",
-                "Forbidden",
                 format!("this request needs a token with the `{scope}` scope"),
                 vec![],
             ),
-            ApiError::NotFound(detail) => ("not-found", "Not found", detail, vec![]),
-            ApiError::Conflict { detail, errors } => ("conflict", "Conflict", detail, errors),
-            ApiError::PayloadTooLarge(detail) => {
-                ("payload-too-large", "Payload too large", detail, vec![])
-            }
+            ApiError::NotFound(detail) => ("not-found", detail, vec![]),
+            ApiError::Conflict { detail, errors } => ("conflict", detail, errors),
+            ApiError::PayloadTooLarge(detail) => ("payload-too-large", detail, vec![]),
             ApiError::BodyTimeout(seconds) => (
                 "body-timeout",
-                "Request timeout",
                 format!("the request body did not arrive within {seconds} s"),
                 vec![],
             ),
             ApiError::UnsupportedMediaType => (
                 "unsupported-media-type",
-                "Unsupported media type",
                 "the request body must be JSON (Content-Type: application/json)".to_owned(),
                 vec![],
             ),
-            ApiError::Unavailable(reason) => (
-                "unavailable",
-                "Service unavailable",
-                reason.to_owned(),
-                vec![],
-            ),
-            ApiError::Busy(reason) => ("busy", "Too many requests", reason.to_owned(), vec![]),
+            ApiError::Unavailable(reason) => ("unavailable", reason.to_owned(), vec![]),
+            ApiError::Busy(reason) => ("busy", reason.to_owned(), vec![]),
             ApiError::Internal(error) => {
                 // Details stay in the log; the client learns only that it was not its fault.
                 tracing::error!(error = format!("{error:#}"), "internal error");
                 (
                     "internal",
-                    "Internal error",
                     "the service failed to handle the request; it has been logged".to_owned(),
                     vec![],
                 )
@@ -158,11 +138,33 @@ impl ApiError {
         };
         Problem {
             kind: format!("urn:joulecast:problem:{slug}"),
-            title: title.to_owned(),
+            title: title_of(slug, status).to_owned(),
             status: status.as_u16(),
             detail,
             errors: errors.into_iter().map(ProblemField::from).collect(),
         }
+    }
+}
+
+/// The title of a problem type: one per type, whichever path (a handler's
+/// error or the router's status) produced it, as RFC 9457 asks.
+fn title_of(slug: &str, status: StatusCode) -> &'static str {
+    match slug {
+        "validation" => "Invalid request",
+        "bad-request" => "Bad request",
+        "unauthorized" => "Unauthorized",
+        "forbidden" => "Forbidden",
+        "not-found" => "Not found",
+        "method-not-allowed" => "Method not allowed",
+        "conflict" => "Conflict",
+        "payload-too-large" => "Payload too large",
+        "body-timeout" => "Request timeout",
+        "timeout" => "Timed out",
+        "unsupported-media-type" => "Unsupported media type",
+        "unavailable" => "Service unavailable",
+        "busy" => "Too many requests",
+        "internal" => "Internal error",
+        _ => status.canonical_reason().unwrap_or("Error"),
     }
 }
 
@@ -225,7 +227,7 @@ pub fn problem_for_status(status: StatusCode) -> Problem {
     };
     Problem {
         kind: format!("urn:joulecast:problem:{slug}"),
-        title: status.canonical_reason().unwrap_or("Error").to_owned(),
+        title: title_of(slug, status).to_owned(),
         status: status.as_u16(),
         detail: detail.to_owned(),
         errors: vec![],

@@ -135,6 +135,16 @@ async fn malformed_authorization_headers_are_401() {
     // The scheme's name is case-insensitive.
     let reply = app.send(request(&format!("bearer {}", app.read))).await;
     assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    // Two credentials are refused, in either order: neither is taken.
+    for (first, second) in [(&app.read, &app.admin), (&app.admin, &app.read)] {
+        let two = axum::http::Request::builder()
+            .uri("/v1/apps")
+            .header("authorization", format!("Bearer {first}"))
+            .header("authorization", format!("Bearer {second}"))
+            .body(axum::body::Body::empty())
+            .unwrap();
+        app.send(two).await.assert_problem(StatusCode::UNAUTHORIZED);
+    }
 }
 
 #[tokio::test]

@@ -72,9 +72,18 @@ async fn readiness_fails_without_migrations_and_once_stopping() {
 #[tokio::test]
 async fn unknown_routes_and_methods_are_problem_documents() {
     let app = TestApp::new().await;
-    app.call(Method::GET, "/v1/nothing-here", Some(&app.read), None)
-        .await
-        .assert_problem(StatusCode::NOT_FOUND);
+    let route = app
+        .call(Method::GET, "/v1/nothing-here", Some(&app.read), None)
+        .await;
+    route.assert_problem(StatusCode::NOT_FOUND);
+    // One problem type, one title, whether the router or a handler found
+    // nothing (RFC 9457).
+    let unknown_app = app
+        .call(Method::GET, "/v1/apps/nothing-here", Some(&app.read), None)
+        .await;
+    unknown_app.assert_problem(StatusCode::NOT_FOUND);
+    assert_eq!(route.body["type"], unknown_app.body["type"]);
+    assert_eq!(route.body["title"], unknown_app.body["title"]);
     let reply = app
         .call(Method::DELETE, "/v1/runs", Some(&app.admin), None)
         .await;

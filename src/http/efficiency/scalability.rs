@@ -22,7 +22,7 @@ use crate::validate::Errors;
 #[into_params(parameter_in = Query)]
 pub struct ScalabilityParams {
     /// Process counts to extrapolate to, comma-separated (default: 2× and
-    /// 16× the largest measured).
+    /// 16× the largest measured, at most 10,000,000).
     pub targets: Option<String>,
     /// One region; all when absent.
     pub region: Option<String>,
@@ -137,6 +137,15 @@ fn targets_of(text: Option<&str>) -> ApiResult<Option<Vec<u64>>> {
     errors.into_result(Some(out)).map_err(ApiError::BadRequest)
 }
 
+/// 2× and 16× the largest measured process count, each at most the most
+/// a question may name (`MAX_PROCESSES`), once each.
+fn default_targets(largest: u64) -> Vec<u64> {
+    let most = MAX_PROCESSES as u64;
+    let mut targets = vec![(2 * largest).min(most), (16 * largest).min(most)];
+    targets.dedup();
+    targets
+}
+
 /// Extrapolate an application's efficiency factors to larger process counts.
 ///
 /// For each region, each factor (load balance, serialization, transfer) is
@@ -216,7 +225,7 @@ fn scalability(rows: &[MeasurementRow], targets: Option<&[u64]>) -> Vec<RegionSc
                 u64::from(*measured.last().unwrap_or(&1)),
             );
             let targets: Vec<u64> =
-                targets.map_or_else(|| vec![2 * largest, 16 * largest], <[u64]>::to_vec);
+                targets.map_or_else(|| default_targets(largest), <[u64]>::to_vec);
             let at = |p: u64| {
                 let values = factors::factors_at(&present, p as f64);
                 let [lb, ser, trf] = [0, 1, 2].map(|k| values[k].unwrap_or(f64::NAN));
@@ -256,4 +265,27 @@ fn scalability(rows: &[MeasurementRow], targets: Option<&[u64]>) -> Vec<RegionSc
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_targets_stay_within_what_a_question_may_name() {
+        assert_eq!(default_targets(8), [16, 128]);
+        // 16 × 1,000,000 would be refused if asked for by name.
+        assert_eq!(default_targets(1_000_000), [2_000_000, 10_000_000]);
+        assert_eq!(default_targets(10_000_000), [10_000_000]);
+        // Every default is a target `targets=` accepts.
+        let asked = default_targets(700_000)
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        assert_eq!(
+            targets_of(Some(&asked)).unwrap(),
+            Some(default_targets(700_000))
+        );
+    }
 }
