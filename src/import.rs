@@ -152,6 +152,11 @@ pub async fn sacct(
                         reasons(&differences)
                     ),
                 }),
+                Outcome::EarlierAttempt(error) => summary.skipped.push(SkippedLine {
+                    line,
+                    job_id: Some(job_id),
+                    reason: error.reason,
+                }),
                 Outcome::Invalid(errors) => summary.skipped.push(SkippedLine {
                     line,
                     job_id: Some(job_id),

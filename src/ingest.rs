@@ -101,6 +101,19 @@ pub fn validate(mut draft: RunDraft, now: DateTime<Utc>) -> Result<NewRun, Vec<F
         .is_ok();
     let node_list = match draft.node_list.take() {
         None => None,
+        // As many names as a host list may expand to: the same node list
+        // written either way is taken or refused alike.
+        Some(NodeListDraft::Names(names)) if names.len() > hostlist::MAX_HOSTS => {
+            errors.add(
+                "node_list",
+                format!(
+                    "too many hosts: the list names {} nodes, more than {}",
+                    names.len(),
+                    hostlist::MAX_HOSTS
+                ),
+            );
+            None
+        }
         Some(NodeListDraft::Names(names)) => Some(names),
         Some(NodeListDraft::Hostlist(list)) => hostlist::expand(&list)
             .map_err(|e| errors.add("node_list", e.to_string()))
@@ -362,12 +375,36 @@ pub enum Outcome {
     },
     /// Valid, but not stored because the atomic batch it was part of was refused.
     Withheld,
+    /// Not stored: the run ended at or before the start of the attempt of
+    /// its job running now (a requeue), so it is an earlier attempt's; the
+    /// error names `ended_at` and that start.
+    EarlierAttempt(FieldError),
 }
 
 impl Outcome {
     pub fn is_rejected(&self) -> bool {
-        matches!(self, Outcome::Invalid(_) | Outcome::Conflict { .. })
+        matches!(
+            self,
+            Outcome::Invalid(_) | Outcome::Conflict { .. } | Outcome::EarlierAttempt(_)
+        )
     }
+}
+
+/// The run a key names after a batch is stored: (id, its values, created by
+/// the batch), or the start of the later attempt of its job that runs.
+type Named<'a> = Result<(i64, Cow<'a, NewRun>, bool), DateTime<Utc>>;
+
+/// Why a run of an earlier attempt of a running job is not stored.
+fn earlier_attempt(run: &NewRun, started: DateTime<Utc>) -> Outcome {
+    Outcome::EarlierAttempt(FieldError::new(
+        "ended_at",
+        format!(
+            "the run ended at or before {started}, when the attempt of job {} of {} running \
+             now started: it is an earlier attempt's (a requeue), and the job's run is its \
+             last attempt's",
+            run.job_id, run.source
+        ),
+    ))
 }
 
 #[derive(Debug)]
@@ -437,23 +474,28 @@ pub async fn ingest(
 
     let to_insert: Vec<&NewRun> = firsts.iter().map(|&i| valid(&items, i)).collect();
     let (tx, batch) = insert_retrying(pool, &to_insert).await?;
-    // The run each key names now: (id, its values, created by this batch).
-    let named: HashMap<usize, (i64, Cow<'_, NewRun>, bool)> = firsts
+    // The run each key names now: (id, its values, created by this batch),
+    // or the start of the later attempt that runs.
+    let named: HashMap<usize, Named<'_>> = firsts
         .iter()
         .zip(batch.inserted)
         .map(|(&j, inserted)| match inserted {
-            Inserted::Created(id) => (j, (id, Cow::Borrowed(valid(&items, j)), true)),
-            Inserted::Existing(row) => (j, (row.id, Cow::Owned(NewRun::from(row.as_ref())), false)),
+            Inserted::Created(id) => (j, Ok((id, Cow::Borrowed(valid(&items, j)), true))),
+            Inserted::Existing(row) => (
+                j,
+                Ok((row.id, Cow::Owned(NewRun::from(row.as_ref())), false)),
+            ),
+            Inserted::EarlierAttempt(started) => (j, Err(started)),
         })
         .collect();
     let outcomes: Vec<Outcome> = items
         .iter()
         .enumerate()
         .map(|(i, item)| match (item, first[i]) {
-            (Ok(run), Some(j)) => {
-                let (id, values, created) = &named[&j];
-                answer(run, values, *id, i == j && *created)
-            }
+            (Ok(run), Some(j)) => match &named[&j] {
+                Ok((id, values, created)) => answer(run, values, *id, i == j && *created),
+                Err(started) => earlier_attempt(run, *started),
+            },
             (Err(errors), _) => Outcome::Invalid(errors.clone()),
             (Ok(_), None) => unreachable!("every valid item has a first occurrence"),
         })
@@ -495,6 +537,7 @@ pub async fn end_job(pool: &PgPool, run: &NewRun) -> sqlx::Result<Option<Ingeste
             return Ok(None);
         }
         Some(Inserted::Existing(row)) => answer(run, &NewRun::from(row.as_ref()), row.id, false),
+        Some(Inserted::EarlierAttempt(started)) => earlier_attempt(run, started),
         None => {
             return Err(sqlx::Error::Protocol(format!(
                 "run {}/{} was neither inserted nor found",
@@ -925,6 +968,39 @@ mod tests {
         };
         let errors = validate(d, now()).unwrap_err();
         assert_eq!(fields(&errors), ["node_list[1]", "node_list[2]"]);
+    }
+
+    #[test]
+    fn a_list_of_names_is_held_to_what_a_host_list_may_name() {
+        let names = |n: usize| (0..n).map(|i| format!("cn{i}")).collect::<Vec<_>>();
+        let at_most = RunDraft {
+            nodes: hostlist::MAX_HOSTS as i64,
+            node_list: Some(NodeListDraft::Names(names(hostlist::MAX_HOSTS))),
+            energy_j: Some(1e11),
+            avg_power_w: Some(1e8),
+            ..draft()
+        };
+        assert!(validate(at_most, now()).is_ok());
+        let more = RunDraft {
+            nodes: hostlist::MAX_HOSTS as i64 + 1,
+            node_list: Some(NodeListDraft::Names(names(hostlist::MAX_HOSTS + 1))),
+            ..draft()
+        };
+        let errors = validate(more, now()).unwrap_err();
+        assert_eq!(fields(&errors), ["node_list"]);
+        // The same list as a host list is refused too.
+        let written = RunDraft {
+            nodes: hostlist::MAX_HOSTS as i64 + 1,
+            node_list: Some(NodeListDraft::Hostlist(format!(
+                "cn[0-{}]",
+                hostlist::MAX_HOSTS
+            ))),
+            ..draft()
+        };
+        assert_eq!(
+            fields(&validate(written, now()).unwrap_err()),
+            ["node_list"]
+        );
     }
 
     #[test]

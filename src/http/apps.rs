@@ -299,10 +299,11 @@ pub async fn list_app_runs(
         from: params.from,
         to: params.to,
     };
-    let mut rows = apps::runs(&state, app.id, &filter, after_id, limit + 1).await?;
-    let next_cursor = page::next_cursor(&mut rows, limit, |r| {
-        page::encode("runs", &r.id.to_string())
-    });
+    let (rows, more) = apps::runs(&state, app.id, &filter, after_id, limit).await?;
+    let next_cursor = rows
+        .last()
+        .filter(|_| more)
+        .map(|r| page::encode("runs", &r.id.to_string()));
     Ok(axum::Json(RunPage {
         items: rows.into_iter().map(Run::from).collect(),
         next_cursor,

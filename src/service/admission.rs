@@ -253,7 +253,8 @@ pub struct Admission {
     pub app: String,
     pub nodes: u32,
     /// The job's start: caps are checked from then (from now, for a start
-    /// in the past) to the end of its run.
+    /// in the past or a job start, which counts from now) to the end of
+    /// its run.
     pub at: DateTime<Utc>,
     /// One sentence per check, saying what was compared.
     pub reasons: Vec<String>,
@@ -270,6 +271,11 @@ pub(crate) struct Candidate<'a> {
     pub account: Option<&'a str>,
     pub at: DateTime<Utc>,
     pub time_limit_s: Option<f64>,
+    /// When its reservation would end (`Expiry::ends_at`): from then it
+    /// counts nowhere.
+    pub holds_until: DateTime<Utc>,
+    /// A job start, which counts from now, whenever it says it began.
+    pub counted_now: bool,
 }
 
 /// Decide on `job` against `load` (the running jobs and nodes) and the caps
@@ -292,18 +298,27 @@ pub(crate) async fn decide(
     // least headroom after the job.
     //
     // A run that began before now is bound by the caps from now to its
-    // end, not by one that ended before this check (a start reported late,
-    // or a job that began before the window); a run known to have ended by
-    // now (its time limit, else its predicted time, passed) by none. A run
-    // that begins later is weighed, under the cap in force at its start,
-    // against the load then as far as it is known now, as the headroom at
-    // that time is. The budget is that of now, whenever the job starts.
+    // end (at the least the cap in force now, where its time limit, else
+    // its predicted time, has passed: its reservation still counts until
+    // it ends), not by one that ended before this check (a start reported
+    // late, or a job that began before the window). A job start counts
+    // from now whenever it says it began, so a start dated ahead (a clock
+    // that runs fast) is bound from now too. A run asked about for a later
+    // start is weighed, under the cap in force at its start, against the
+    // load then as far as it is known now, as the headroom at that time
+    // is. Only a job whose reservation would have ended by now, which
+    // counts nowhere, is bound by no cap. The budget is that of now,
+    // whenever the job starts.
     let until = run_until(job.at, job.time_limit_s.or(estimate.tts_s));
-    let checked_from = job.at.max(now);
-    let ended = until > job.at && until <= now;
+    let checked_from = if job.counted_now {
+        now
+    } else {
+        job.at.max(now)
+    };
+    let over = job.holds_until <= now;
     let later = (checked_from > now).then(|| load.at(checked_from));
     let power_load = later.as_ref().unwrap_or(load);
-    let (own_caps, system_caps) = if ended {
+    let (own_caps, system_caps) = if over {
         (Vec::new(), Vec::new())
     } else {
         store::caps::during(&mut *conn, partition, checked_from, until.max(checked_from)).await?
@@ -341,8 +356,16 @@ pub(crate) async fn decide(
             job.nodes
         ));
     }
-    for s in &scopes {
-        reasons.push(power_reason(s, estimate));
+    if over {
+        reasons.push(format!(
+            "power: its reservation would have ended by now (started {}), so it counts \
+             against no cap",
+            job.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ));
+    } else {
+        for s in &scopes {
+            reasons.push(power_reason(s, estimate));
+        }
     }
     if let Some(list) = &job.scope.list {
         let shared = load.held_of(list);
@@ -635,14 +658,17 @@ pub async fn advise(service: &Service, input: AdmissionInput) -> Result<Admissio
     let app = apps::find_known(service, &tag).await?;
     let estimate = estimate(service, app.as_deref(), nodes, &scope, aggregate).await?;
     let now = Utc::now();
+    let at = validate::as_stored(input.start_at.unwrap_or(now));
     let job = Candidate {
         app: &tag,
         nodes,
         scope: &scope,
         account: account.as_deref(),
         // As times are stored and answered: to the microsecond.
-        at: validate::as_stored(input.start_at.unwrap_or(now)),
+        at,
         time_limit_s: input.time_limit_s,
+        holds_until: service.settings.expiry.ends_at(at, input.time_limit_s),
+        counted_now: false,
     };
     let load = power::current_load(service).await?;
     let estimate = estimate.at_least_idle(&load, &scope, nodes);

@@ -115,16 +115,34 @@ pub async fn list(
     Ok(store::apps::list(&service.pool, contains, after, limit).await?)
 }
 
-/// Up to `limit` runs of application `app_id` matching `filter`, in id
-/// order after `after_id`.
+/// Node names one page of runs lists at most (beyond its first run), as
+/// one request may send (`validate::MAX_NODE_NAMES_PER_REQUEST`): a page
+/// of runs with long node lists stays a few megabytes.
+pub const MAX_NODE_NAMES_PER_PAGE: u64 = crate::validate::MAX_NODE_NAMES_PER_REQUEST;
+
+/// A page of the runs of application `app_id` matching `filter`, in id
+/// order after `after_id`: up to `limit` runs, fewer where their node
+/// lists name more than `MAX_NODE_NAMES_PER_PAGE` nodes (at least one);
+/// and whether more follow.
 pub async fn runs(
     service: &Service,
     app_id: i64,
     filter: &RunFilter,
     after_id: i64,
     limit: i64,
-) -> Result<Vec<RunRow>> {
-    Ok(store::runs::list_for_app(&service.pool, app_id, filter, after_id, limit).await?)
+) -> Result<(Vec<RunRow>, bool)> {
+    let names = MAX_NODE_NAMES_PER_PAGE as i64;
+    let mut rows =
+        store::runs::list_for_app(&service.pool, app_id, filter, after_id, limit + 1, names)
+            .await?;
+    let kept = store::runs::within_names(
+        &rows,
+        usize::try_from(limit).unwrap_or(usize::MAX),
+        MAX_NODE_NAMES_PER_PAGE,
+    );
+    let more = rows.len() > kept;
+    rows.truncate(kept);
+    Ok((rows, more))
 }
 
 /// The row of `tag` as stored now, if any (no cache, no check of the tag).

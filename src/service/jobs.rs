@@ -482,8 +482,15 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             // Its own start, as `/v1/admission` asked with `start_at`: a
             // start reported late is not bound by a window its run ends
             // before, nor one a day ahead spared a window it runs into.
+            // Stored, it counts from now (`counted_now`): the cap in force
+            // now binds it too, whenever it says it began.
             at: crate::validate::as_stored(started_at),
             time_limit_s: input.time_limit_s,
+            holds_until: service
+                .settings
+                .expiry
+                .ends_at(crate::validate::as_stored(started_at), input.time_limit_s),
+            counted_now: true,
         };
         let load = store::power::load(&mut tx, service.settings.expiry, now).await?;
         let estimate = estimate.at_least_idle(&load, &scope, nodes);

@@ -62,6 +62,10 @@ fn the_one(ingested: ingest::Ingested, subject: &str) -> Result<(RunStatus, i64)
             errors: differences,
         }),
         Some(Outcome::Invalid(errors)) => Err(Error::Invalid(errors)),
+        Some(Outcome::EarlierAttempt(error)) => Err(Error::Conflict {
+            detail: format!("an earlier attempt's run of {subject} is not stored"),
+            errors: vec![error],
+        }),
         Some(Outcome::Withheld) | None => {
             Err(anyhow::anyhow!("a single run was neither stored nor rejected").into())
         }

@@ -110,6 +110,10 @@ pub enum Inserted {
     Created(i64),
     /// A run with the same (source, job_id) was already stored.
     Existing(Box<RunRow>),
+    /// Not stored: it ended at or before the start of the attempt of its
+    /// job running now (started then), so it is an earlier attempt's (a
+    /// requeue). A job's run is its last attempt's, which ends it.
+    EarlierAttempt(DateTime<Utc>),
 }
 
 const SELECT_RUN: &str = "SELECT r.id, a.tag AS app, r.source, r.job_id, r.nodes, r.node_list, \
@@ -142,6 +146,37 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
     tags.sort_unstable();
     tags.dedup();
     let apps = apps::ensure_and_lock(&mut *conn, &tags).await?;
+
+    // A run that ended at or before the start of the attempt of its job
+    // running now is an earlier attempt's: it neither ends that attempt
+    // nor takes the key its run will be stored under. Read under the
+    // admission lock (taken after the applications, as every batch and job
+    // start takes them), so that no start commits between this read and
+    // the release of the jobs these runs end.
+    let _lock = super::power::lock_admission(&mut *conn).await?;
+    let running: HashMap<(String, String), DateTime<Utc>> =
+        sqlx::query_as::<_, (String, String, DateTime<Utc>)>(
+            "SELECT source, job_id, started_at FROM jobs WHERE (source, job_id) IN
+             (SELECT * FROM unnest($1::text[], $2::text[]))",
+        )
+        .bind(runs.iter().map(|r| r.source.as_str()).collect::<Vec<_>>())
+        .bind(runs.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>())
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|(source, job_id, started_at)| ((source, job_id), started_at))
+        .collect();
+    let earlier = |run: &NewRun| {
+        let started = *running.get(&run.key())?;
+        run.ended_at.filter(|&end| end <= started).map(|_| started)
+    };
+    let all = runs;
+    let runs: Vec<&NewRun> = all
+        .iter()
+        .copied()
+        .filter(|r| earlier(r).is_none())
+        .collect();
+    let runs = runs.as_slice();
 
     // Insert in key order so that concurrent batches take index locks in the
     // same order and cannot deadlock on each other.
@@ -297,11 +332,13 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
     )
     .await?;
 
-    let inserted = runs
+    let inserted = all
         .iter()
         .map(|r| {
             let key = r.key();
-            if let Some(id) = created.remove(&key) {
+            if let Some(started) = earlier(r) {
+                Ok(Inserted::EarlierAttempt(started))
+            } else if let Some(id) = created.remove(&key) {
                 Ok(Inserted::Created(id))
             } else if let Some(row) = existing.remove(&key) {
                 Ok(Inserted::Existing(Box::new(row)))
@@ -341,25 +378,41 @@ pub struct RunFilter {
     pub to: Option<DateTime<Utc>>,
 }
 
-/// One page of an application's runs in id order, after `after_id`.
+/// One page of an application's runs in id order, after `after_id`: at
+/// most `limit`, and of those only the runs listed before `names` node
+/// names have been (the first, and the one that crosses `names`, always
+/// included; [`within_names`] trims it).
 pub async fn list_for_app(
     executor: impl PgExecutor<'_>,
     app_id: i64,
     filter: &RunFilter,
     after_id: i64,
     limit: i64,
+    names: i64,
 ) -> sqlx::Result<Vec<RunRow>> {
+    // The page's ids first, with how many node names each run lists; then
+    // only the runs that begin within `names` names are read in full, so
+    // that a page of runs with long node lists stays bounded in memory.
     let query = format!(
-        "{SELECT_RUN}
-         WHERE r.app_id = $1
-           AND ($2::int IS NULL OR r.nodes = $2)
-           AND ($3::int IS NULL OR r.nodes >= $3)
-           AND ($4::int IS NULL OR r.nodes <= $4)
-           AND ($5::timestamptz IS NULL OR COALESCE(r.ended_at, r.ingested_at) >= $5)
-           AND ($6::timestamptz IS NULL OR COALESCE(r.ended_at, r.ingested_at) < $6)
-           AND r.id > $7
-         ORDER BY r.id
-         LIMIT $8"
+        "WITH page AS (
+             SELECT r.id, COALESCE(cardinality(r.node_list), 0) AS names
+             FROM runs r
+             WHERE r.app_id = $1
+               AND ($2::int IS NULL OR r.nodes = $2)
+               AND ($3::int IS NULL OR r.nodes >= $3)
+               AND ($4::int IS NULL OR r.nodes <= $4)
+               AND ($5::timestamptz IS NULL OR COALESCE(r.ended_at, r.ingested_at) >= $5)
+               AND ($6::timestamptz IS NULL OR COALESCE(r.ended_at, r.ingested_at) < $6)
+               AND r.id > $7
+             ORDER BY r.id
+             LIMIT $8
+         ),
+         counted AS (
+             SELECT id, sum(names) OVER (ORDER BY id) - names AS before FROM page
+         )
+         {SELECT_RUN}
+         WHERE r.id IN (SELECT id FROM counted WHERE before <= $9)
+         ORDER BY r.id"
     );
     sqlx::query_as(sqlx::AssertSqlSafe(query))
         .bind(app_id)
@@ -370,8 +423,24 @@ pub async fn list_for_app(
         .bind(filter.to)
         .bind(after_id)
         .bind(limit)
+        .bind(names)
         .fetch_all(executor)
         .await
+}
+
+/// How many of `rows` (a page read by [`list_for_app`]) to answer: at most
+/// `limit`, and no more than list `names` node names in all, but at least
+/// one.
+pub fn within_names(rows: &[RunRow], limit: usize, names: u64) -> usize {
+    let mut listed = 0u64;
+    rows.iter()
+        .take(limit)
+        .enumerate()
+        .take_while(|(i, run)| {
+            listed += run.node_list.as_ref().map_or(0, |l| l.len() as u64);
+            *i == 0 || listed <= names
+        })
+        .count()
 }
 
 /// One run's node count, quantities and quality: what the predictor needs.

@@ -778,6 +778,31 @@ async fn a_start_is_judged_from_its_own_time() {
                        "time_limit_s": 7200.0});
     let reply = app.post("/v1/jobs", &app.schedule, &start).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    // A start dated ahead (a clock that runs fast) counts from now, when it
+    // is stored: the cap in force now binds it, though it ends before the
+    // start the report names (black-box test of 2026-11-29: stored, the
+    // partition was over that cap).
+    let brief = json!({"limit_w": 1.0, "partition": "batch",
+                       "ends_at": (now + Duration::minutes(5)).to_rfc3339()});
+    cap(&app, "brief", brief).await;
+    let skewed = json!({"source": "w", "job_id": "skewed", "app": "lin", "nodes": 1,
+                        "partition": "batch", "time_limit_s": 600.0,
+                        "started_at": (now + Duration::minutes(6)).to_rfc3339()});
+    let reply = app.post("/v1/jobs", &app.schedule, &skewed).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
+    assert_eq!(reply.body["admission"]["power"]["cap_name"], "brief");
+    // Asked about, the same start is weighed from then: it is advice for a
+    // job not running yet.
+    let mut ask = skewed.clone();
+    let ask = ask.as_object_mut().unwrap();
+    ask.remove("source");
+    ask.remove("job_id");
+    let start_at = ask.remove("started_at").unwrap();
+    ask.insert("start_at".into(), start_at);
+    let a = admit(&app, Value::Object(ask.clone())).await;
+    assert_eq!(a["admit"], true, "{a:#}");
+    let reply = app.delete("/v1/power-caps/brief", &app.admin).await;
+    assert!(reply.status.is_success(), "{:#}", reply.body);
     // A run reported after its time limit passed ran under no cap in force
     // now: it is not refused by one.
     cap(&app, "tight", json!({"limit_w": 1.0, "partition": "batch"})).await;
@@ -787,6 +812,27 @@ async fn a_start_is_judged_from_its_own_time() {
     let reply = app.post("/v1/jobs", &app.schedule, &over).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
     assert_eq!(reply.body["admission"]["power"]["fits"], true);
+    assert_eq!(reply.body["expired"], true, "{:#}", reply.body);
+    let reasons = reply.body["admission"]["reasons"].to_string();
+    assert!(reasons.contains("counts against no cap"), "{reasons}");
+    // One whose time limit has passed but whose reservation still counts,
+    // for the grace after its limit, is bound by the cap in force now
+    // (black-box test of 2026-11-29: stored as ended before now, it took
+    // the partition past that cap for the grace).
+    let mut in_grace = over.clone();
+    in_grace["job_id"] = json!("in-grace");
+    in_grace["started_at"] = json!((now - Duration::minutes(15)).to_rfc3339());
+    let reply = app.post("/v1/jobs", &app.schedule, &in_grace).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
+    assert_eq!(reply.body["admission"]["power"]["cap_name"], "tight");
+    // Without a time limit, a start reported after its predicted time is
+    // reserved for `--max-reservation-s`: bound by the cap now too.
+    let mut no_limit = over.clone();
+    no_limit["job_id"] = json!("no-limit");
+    no_limit.as_object_mut().unwrap().remove("time_limit_s");
+    let reply = app.post("/v1/jobs", &app.schedule, &no_limit).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
+    assert_eq!(reply.body["admission"]["power"]["cap_name"], "tight");
     // One running now is.
     let mut running = over.clone();
     running["job_id"] = json!("running");

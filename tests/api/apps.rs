@@ -256,6 +256,53 @@ async fn runs_are_listed_with_filters_and_cursor_pagination() {
 /// `AppPath` extractor): a bad one is a 400 naming `app` and nothing else,
 /// before the query or the body is looked at, so a bad tag wins over a bad
 /// parameter too.
+
+#[tokio::test]
+async fn a_page_of_runs_holds_at_most_two_hundred_thousand_node_names() {
+    let app = TestApp::new().await;
+    // Node names listed by each run, in the order they are stored.
+    let lists = [90_000, 90_000, 30_000, 100_000, 0];
+    let mut ids = Vec::new();
+    for (i, names) in lists.into_iter().enumerate() {
+        let nodes = if names == 0 { 4 } else { names };
+        let mut body = run("wide", &i.to_string(), nodes);
+        if names > 0 {
+            body["node_list"] = json!(format!("w{i}n[1-{names}]"));
+        }
+        ids.push(app.ingest(&body).await);
+    }
+    let page = |cursor: Option<String>| {
+        let app = app.clone();
+        async move {
+            let path = match cursor {
+                Some(c) => format!("/v1/apps/wide/runs?limit=10&cursor={c}"),
+                None => "/v1/apps/wide/runs?limit=10".to_owned(),
+            };
+            let reply = app.get(&path, &app.read).await;
+            assert_eq!(reply.status, StatusCode::OK, "{path}");
+            let runs = reply.body["items"].as_array().unwrap();
+            let names: usize = runs
+                .iter()
+                .map(|r| r["node_list"].as_array().map_or(0, Vec::len))
+                .sum();
+            let ids: Vec<i64> = runs.iter().map(|r| r["id"].as_i64().unwrap()).collect();
+            (
+                ids,
+                names,
+                reply.body["next_cursor"].as_str().map(str::to_owned),
+            )
+        }
+    };
+    // 90,000 + 90,000 fit; the third run would take the page to 210,000.
+    let (first, names, cursor) = page(None).await;
+    assert_eq!(first, ids[..2]);
+    assert_eq!(names, 180_000);
+    let (second, names, cursor) = page(Some(cursor.expect("a cursor after a full page"))).await;
+    assert_eq!(second, ids[2..]);
+    assert_eq!(names, 130_000);
+    assert_eq!(cursor, None);
+}
+
 #[tokio::test]
 async fn every_application_route_refuses_a_bad_tag_naming_app() {
     let app = TestApp::new().await;

@@ -401,6 +401,65 @@ async fn a_requeued_start_replaces_its_earlier_attempt() {
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
 }
 
+/// A run that ended before the attempt of its job running now began is an
+/// earlier attempt's (a requeue): it is not stored, and it neither ends the
+/// running attempt nor takes the key its run is stored under (black-box
+/// test of 2026-11-29: it ended the attempt, whose own end was then refused
+/// 409 and its energy never recorded).
+#[tokio::test]
+async fn a_run_of_an_earlier_attempt_leaves_the_running_one() {
+    let app = TestApp::new().await;
+    with_history(&app).await;
+    let at = |minutes_ago: i64| (Utc::now() - Duration::minutes(minutes_ago)).to_rfc3339();
+    let start = json!({"source": "slurm", "job_id": "rq", "app": "lin", "nodes": 2,
+                       "time_limit_s": 3600.0, "started_at": at(5)});
+    let reply = app.post("/v1/jobs", &app.schedule, &start).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let runs_before = app.run_count().await;
+    // The first attempt: from an hour ago, for half an hour.
+    let mut first = run("lin", "rq", 2);
+    first["source"] = json!("slurm");
+    first["started_at"] = json!(at(60));
+    first["duration_s"] = json!(1800.0);
+    first.as_object_mut().unwrap().remove("energy_j");
+    let reply = app.post("/v1/runs", &app.ingest, &first).await;
+    reply.assert_field_error(StatusCode::CONFLICT, "ended_at");
+    let reply = app
+        .post("/v1/runs/batch", &app.ingest, &json!({"runs": [first]}))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let item = &reply.body["items"][0];
+    assert_eq!(item["status"], "rejected", "{item:#}");
+    assert_eq!(item["rejection"], "conflict", "{item:#}");
+    assert_eq!(item["errors"][0]["field"], "runs[0].ended_at", "{item:#}");
+    let atomic = json!({"atomic": true, "runs": [first, run("lin", "other", 4)]});
+    app.post("/v1/runs/batch", &app.ingest, &atomic)
+        .await
+        .assert_field_error(StatusCode::UNPROCESSABLE_ENTITY, "runs[0].ended_at");
+    assert_eq!(app.run_count().await, runs_before);
+    // The running attempt still holds its reservation, and its own end is
+    // its job's run.
+    let running = app.get("/v1/jobs/slurm/rq", &app.read).await;
+    assert_eq!(running.status, StatusCode::OK, "{:#}", running.body);
+    let reply = app
+        .post(
+            "/v1/jobs/slurm/rq/finish",
+            &app.schedule,
+            &json!({"avg_power_w": 2100.0, "duration_s": 240.0}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    assert_eq!(reply.body["status"], "finished", "{:#}", reply.body);
+    assert_eq!(reply.body["run"]["avg_power_w"], 2100.0);
+    assert_eq!(app.run_count().await, runs_before + 1);
+    // Sent again now, the earlier attempt's run is a conflict with the
+    // job's run, as any run of that key with other values is.
+    app.post("/v1/runs", &app.ingest, &first)
+        .await
+        .assert_problem(StatusCode::CONFLICT);
+    assert_eq!(app.run_count().await, runs_before + 1);
+}
+
 /// A finish with energy and power dates the end by their quotient: it ended
 /// the job "now", so one reported late was refused as inconsistent (422),
 /// every time. Identical finishes sent at once (a retry while the first is

@@ -324,10 +324,13 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
                 .unwrap();
             let reply = app.send(request).await;
             allowed(&reply, &[StatusCode::OK], op);
-            // The first line of each job not yet a run creates it.
+            // The first line of each job not yet a run creates it, unless
+            // the job runs: its lines ended two hours ago, before any start
+            // sent here (now, or an hour ago), so they are an earlier
+            // attempt's, which leaves the running one be.
             let mut created = 0;
             for (job, account, _, energy_mj) in lines {
-                if !model.runs.contains_key(job) {
+                if !model.runs.contains_key(job) && !model.running.contains_key(job) {
                     let energy = f64::from(*energy_mj) * 1e6;
                     model
                         .runs

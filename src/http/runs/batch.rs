@@ -169,6 +169,7 @@ fn rejection_errors(index: usize, outcome: Outcome) -> Vec<FieldError> {
             .into_iter()
             .map(|e| e.nested(&format!("runs[{index}]")))
             .collect(),
+        Outcome::EarlierAttempt(error) => vec![error.nested(&format!("runs[{index}]"))],
         Outcome::Created(_) | Outcome::Duplicate(_) | Outcome::Withheld => Vec::new(),
     }
 }
@@ -181,6 +182,7 @@ fn batch_item(index: usize, outcome: Outcome) -> BatchItem {
         Outcome::Conflict { run_id, .. } => {
             (ItemStatus::Rejected, *run_id, Some(Rejection::Conflict))
         }
+        Outcome::EarlierAttempt(_) => (ItemStatus::Rejected, None, Some(Rejection::Conflict)),
         Outcome::Withheld => unreachable!("only refused atomic batches withhold runs"),
     };
     let errors = rejection_errors(index, outcome)
