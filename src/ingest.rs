@@ -554,16 +554,24 @@ pub async fn end_job(pool: &PgPool, run: &NewRun) -> sqlx::Result<Option<Ingeste
 }
 
 /// Begin a transaction and insert `runs` in it (`store::runs::insert_batch`),
-/// trying again, twice at most, after a deadlock or a serialization failure.
+/// trying again, twice at most, after a deadlock or a serialization failure,
+/// and once more, under the admission lock from the start, after a later
+/// attempt of one of their jobs started while they were inserted.
 async fn insert_retrying<'p>(
     pool: &'p PgPool,
     runs: &[&NewRun],
 ) -> sqlx::Result<(sqlx::Transaction<'p, sqlx::Postgres>, store::runs::Batch)> {
     let mut attempt = 0;
+    let mut lock_first = false;
     loop {
         attempt += 1;
         let mut tx = pool.begin().await?;
-        match store::runs::insert_batch(&mut tx, runs).await {
+        match store::runs::insert_batch(&mut tx, runs, lock_first).await {
+            Ok(batch) if batch.raced => {
+                tx.rollback().await?;
+                tracing::debug!("a job's later attempt started meanwhile; retrying under the lock");
+                lock_first = true;
+            }
             Ok(batch) => return Ok((tx, batch)),
             Err(error) if store::is_retryable(&error) && attempt < 3 => {
                 tracing::debug!(%error, attempt, "retrying a batch after a transient conflict");

@@ -130,15 +130,55 @@ pub struct Batch {
     pub removed_apps: Vec<String>,
     /// The (source, job_id) keys of the running jobs these runs ended.
     pub released: HashSet<(String, String)>,
+    /// A later attempt of a job of these runs started while they were
+    /// inserted: nothing is answered, and the transaction must be rolled
+    /// back and the batch tried again.
+    pub raced: bool,
+}
+
+/// When the running attempt of each job that `runs` name started.
+async fn running_starts(
+    conn: &mut PgConnection,
+    runs: &[&NewRun],
+) -> sqlx::Result<HashMap<(String, String), DateTime<Utc>>> {
+    Ok(sqlx::query_as::<_, (String, String, DateTime<Utc>)>(
+        "SELECT source, job_id, started_at FROM jobs WHERE (source, job_id) IN
+             (SELECT * FROM unnest($1::text[], $2::text[]))",
+    )
+    .bind(runs.iter().map(|r| r.source.as_str()).collect::<Vec<_>>())
+    .bind(runs.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>())
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .map(|(source, job_id, started_at)| ((source, job_id), started_at))
+    .collect())
+}
+
+/// The start of the running attempt of `run`'s job, when `run` ended at or
+/// before it (an earlier attempt's run).
+fn earlier_attempt(
+    running: &HashMap<(String, String), DateTime<Utc>>,
+    run: &NewRun,
+) -> Option<DateTime<Utc>> {
+    let started = *running.get(&run.key())?;
+    run.ended_at.filter(|&end| end <= started).map(|_| started)
 }
 
 /// Insert `runs` (whose (source, job_id) keys must be distinct), creating
 /// unknown applications and keeping each application's statistics, its
 /// per-node-count sufficient statistics (`run_stats`) and history version up
 /// to date. Runs whose key is already stored are left alone and
-/// returned as `Existing`. Running jobs with these keys are removed. Call inside a transaction: nothing is visible to
-/// others until it commits.
-pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Result<Batch> {
+/// returned as `Existing`. Running jobs with these keys are removed, unless
+/// they started at or after the run ended (`EarlierAttempt`: not stored).
+/// With `lock_first`, the admission lock is taken before the running jobs
+/// are read; without, a start committed meanwhile makes the batch `raced`.
+/// Call inside a transaction: nothing is visible to others until it
+/// commits.
+pub async fn insert_batch(
+    conn: &mut PgConnection,
+    runs: &[&NewRun],
+    lock_first: bool,
+) -> sqlx::Result<Batch> {
     if runs.is_empty() {
         return Ok(Batch::default());
     }
@@ -149,27 +189,21 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
 
     // A run that ended at or before the start of the attempt of its job
     // running now is an earlier attempt's: it neither ends that attempt
-    // nor takes the key its run will be stored under. Read under the
-    // admission lock (taken after the applications, as every batch and job
-    // start takes them), so that no start commits between this read and
-    // the release of the jobs these runs end.
-    let _lock = super::power::lock_admission(&mut *conn).await?;
-    let running: HashMap<(String, String), DateTime<Utc>> =
-        sqlx::query_as::<_, (String, String, DateTime<Utc>)>(
-            "SELECT source, job_id, started_at FROM jobs WHERE (source, job_id) IN
-             (SELECT * FROM unnest($1::text[], $2::text[]))",
-        )
-        .bind(runs.iter().map(|r| r.source.as_str()).collect::<Vec<_>>())
-        .bind(runs.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>())
-        .fetch_all(&mut *conn)
-        .await?
-        .into_iter()
-        .map(|(source, job_id, started_at)| ((source, job_id), started_at))
-        .collect();
-    let earlier = |run: &NewRun| {
-        let started = *running.get(&run.key())?;
-        run.ended_at.filter(|&end| end <= started).map(|_| started)
+    // nor takes the key its run will be stored under. Read without the
+    // admission lock, which job starts wait for: an import's part holds it
+    // only from the release of the jobs its runs end. A start that commits
+    // in between is seen then (`Batch::raced`), and the batch is tried
+    // again; the last try reads under the lock (`lock_first`), taken after
+    // the applications, as every batch and job start takes them.
+    // The lock lasts until the transaction ends, whatever becomes of this
+    // proof of it.
+    let _first = if lock_first {
+        Some(super::power::lock_admission(&mut *conn).await?)
+    } else {
+        None
     };
+    let running = running_starts(&mut *conn, runs).await?;
+    let earlier = |run: &NewRun| earlier_attempt(&running, run);
     let all = runs;
     let runs: Vec<&NewRun> = all
         .iter()
@@ -324,7 +358,21 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
             .collect()
     };
 
-    // Every key is a run now, whether created here or before: its job ends.
+    // Every key is a run now, whether created here or before: its job ends,
+    // unless an attempt started since the read above (`raced`).
+    let _lock = super::power::lock_admission(&mut *conn).await?;
+    if !lock_first {
+        let now_running = running_starts(&mut *conn, runs).await?;
+        if runs
+            .iter()
+            .any(|r| earlier_attempt(&now_running, r).is_some())
+        {
+            return Ok(Batch {
+                raced: true,
+                ..Batch::default()
+            });
+        }
+    }
     let (released, removed_apps) = jobs::release_finished(
         &mut *conn,
         &runs.iter().map(|r| r.source.as_str()).collect::<Vec<_>>(),
@@ -356,6 +404,7 @@ pub async fn insert_batch(conn: &mut PgConnection, runs: &[&NewRun]) -> sqlx::Re
         inserted,
         removed_apps,
         released,
+        raced: false,
     })
 }
 
