@@ -399,10 +399,12 @@ fn earlier_attempt(run: &NewRun, started: DateTime<Utc>) -> Outcome {
     Outcome::EarlierAttempt(FieldError::new(
         "ended_at",
         format!(
-            "the run ended at or before {started}, when the attempt of job {} of {} running \
-             now started: it is an earlier attempt's (a requeue), and the job's run is its \
-             last attempt's",
-            run.job_id, run.source
+            "the run ended at or before {}, when the attempt of job {} of {} running now \
+             started: it is an earlier attempt's (a requeue), and the running attempt's end \
+             is the job's run",
+            started.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            run.job_id,
+            run.source
         ),
     ))
 }
@@ -428,41 +430,76 @@ pub async fn ingest(
     items: Vec<Result<NewRun, Vec<FieldError>>>,
     atomic: bool,
 ) -> sqlx::Result<Ingested> {
-    // For each valid item, the index of the first item with its key.
-    let mut first_of_key: HashMap<(&str, &str), usize> = HashMap::new();
+    // The running attempts of the jobs these runs name, where a run's end
+    // is known: a run that ended before its job's attempt running now began
+    // is an earlier attempt's (`store::runs::insert_batch` checks again).
+    let running = if items.iter().flatten().any(|r| r.ended_at.is_some()) {
+        let runs: Vec<&NewRun> = items.iter().flatten().collect();
+        store::runs::running_starts(pool, &runs).await?
+    } else {
+        HashMap::new()
+    };
+    let earlier = |run: &NewRun| store::runs::earlier_attempt(&running, run);
+    // For each valid item, the index of the item stored for its key: the
+    // first, or the first that is not an earlier attempt's run (so that one
+    // listed first does not turn away the running attempt's own).
+    let mut chosen: HashMap<(&str, &str), usize> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if let Ok(run) = item {
+            chosen
+                .entry((run.source.as_str(), run.job_id.as_str()))
+                .and_modify(|j| {
+                    if earlier(valid(&items, *j)).is_some() && earlier(run).is_none() {
+                        *j = i;
+                    }
+                })
+                .or_insert(i);
+        }
+    }
     let mut first: Vec<Option<usize>> = vec![None; items.len()];
     let mut firsts: Vec<usize> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         if let Ok(run) = item {
-            let j = *first_of_key
-                .entry((run.source.as_str(), run.job_id.as_str()))
-                .or_insert_with(|| {
-                    firsts.push(i);
-                    i
-                });
+            let j = chosen[&(run.source.as_str(), run.job_id.as_str())];
             first[i] = Some(j);
+            if i == j {
+                firsts.push(i);
+            }
         }
     }
+    // An earlier attempt's run beside the one stored for its key.
+    let beside = |i: usize, run: &NewRun| {
+        (first[i] != Some(i))
+            .then(|| earlier(run))
+            .flatten()
+            .map(|started| earlier_attempt(run, started))
+    };
 
     if atomic {
         // Items of one key with different values cannot all be stored.
-        let clashes: Vec<(usize, Vec<FieldError>)> = first
+        let clashes: Vec<(usize, Outcome)> = first
             .iter()
             .enumerate()
             .filter_map(|(i, j)| {
                 let j = j.filter(|&j| j != i)?;
+                if let Some(outcome) = beside(i, valid(&items, i)) {
+                    return Some((i, outcome));
+                }
                 let other = format!("item {j} of this batch has");
                 let differences = compare(valid(&items, i), valid(&items, j), &other);
-                (!differences.is_empty()).then_some((i, differences))
+                (!differences.is_empty()).then_some((
+                    i,
+                    Outcome::Conflict {
+                        run_id: None,
+                        differences,
+                    },
+                ))
             })
             .collect();
         if !clashes.is_empty() || items.iter().any(Result::is_err) {
             let mut outcomes = refused(&items);
-            for (i, differences) in clashes {
-                outcomes[i] = Outcome::Conflict {
-                    run_id: None,
-                    differences,
-                };
+            for (i, outcome) in clashes {
+                outcomes[i] = outcome;
             }
             return Ok(Ingested {
                 outcomes,
@@ -493,7 +530,9 @@ pub async fn ingest(
         .enumerate()
         .map(|(i, item)| match (item, first[i]) {
             (Ok(run), Some(j)) => match &named[&j] {
-                Ok((id, values, created)) => answer(run, values, *id, i == j && *created),
+                Ok((id, values, created)) => {
+                    beside(i, run).unwrap_or_else(|| answer(run, values, *id, i == j && *created))
+                }
                 Err(started) => earlier_attempt(run, *started),
             },
             (Err(errors), _) => Outcome::Invalid(errors.clone()),

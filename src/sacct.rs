@@ -538,16 +538,20 @@ pub fn parse(text: &str, options: &Options) -> Result<Parsed, HeaderError> {
             parsed.skipped.push(skip(reason));
             continue;
         }
-        first_line.insert((source, job_id), row.line);
         let extern_energy = by_attempt
             .get(&attempt)
             .or_else(|| extern_energy.get(&(cluster, job_id)))
             .copied();
+        // Only a line that is a run claims the JobID: one skipped for its
+        // own fault (no energy, say) leaves a later attempt's to be the run.
         match job_run(row, &columns, options, extern_energy) {
-            Ok(run) => parsed.records.push(Record {
-                line: row.line,
-                run,
-            }),
+            Ok(run) => {
+                first_line.insert((source, job_id), row.line);
+                parsed.records.push(Record {
+                    line: row.line,
+                    run,
+                });
+            }
             Err(problems) => parsed.skipped.push(skip(problems.join("; "))),
         }
     }
@@ -1477,6 +1481,16 @@ mod tests {
         let parsed = parse_default(&text);
         // Job 1's failed attempt claims nothing: its completed one is the run.
         assert_eq!(parsed.records.len(), 2);
+        // Nor does an attempt skipped for its own fault (no energy, black-box
+        // test of 2026-11-29: the completed attempt after it was skipped as
+        // listed again).
+        let faulty = format!(
+            "{HEADER}\n7|a|1|COMPLETED|10|0\n7|a|1|COMPLETED|10|100\n7|a|1|COMPLETED|10|200\n"
+        );
+        let again = parse_default(&faulty);
+        assert_eq!(record(&again, "7").line, 3);
+        assert_eq!(record(&again, "7").run.energy_j, Some(100.0));
+        assert_eq!(skipped_lines(&again), [(2, "7"), (4, "7")]);
         assert_eq!(record(&parsed, "2").run.app, "a");
         assert_eq!(record(&parsed, "1").line, 4);
         let reasons: Vec<(usize, &str)> = parsed

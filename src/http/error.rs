@@ -138,7 +138,7 @@ impl ApiError {
         };
         Problem {
             kind: format!("urn:joulecast:problem:{slug}"),
-            title: title_of(slug, status).to_owned(),
+            title: title_of(slug).to_owned(),
             status: status.as_u16(),
             detail,
             errors: errors.into_iter().map(ProblemField::from).collect(),
@@ -148,7 +148,7 @@ impl ApiError {
 
 /// The title of a problem type: one per type, whichever path (a handler's
 /// error or the router's status) produced it, as RFC 9457 asks.
-fn title_of(slug: &str, status: StatusCode) -> &'static str {
+fn title_of(slug: &str) -> &'static str {
     match slug {
         "validation" => "Invalid request",
         "bad-request" => "Bad request",
@@ -164,7 +164,7 @@ fn title_of(slug: &str, status: StatusCode) -> &'static str {
         "unavailable" => "Service unavailable",
         "busy" => "Too many requests",
         "internal" => "Internal error",
-        _ => status.canonical_reason().unwrap_or("Error"),
+        _ => "Request not handled",
     }
 }
 
@@ -227,7 +227,7 @@ pub fn problem_for_status(status: StatusCode) -> Problem {
     };
     Problem {
         kind: format!("urn:joulecast:problem:{slug}"),
-        title: title_of(slug, status).to_owned(),
+        title: title_of(slug).to_owned(),
         status: status.as_u16(),
         detail: detail.to_owned(),
         errors: vec![],

@@ -227,7 +227,7 @@ pub enum FinishStatus {
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsSchedule),
         (status = 404, description = "No such job, running or finished; the end is remembered, so that a start of it reported later is refused", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Already finished with other values: `errors` names each field sent that differs from the stored run", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Already finished with other values: `errors` names each field sent that differs from the stored run; or a later attempt of the job (a requeue) started since, at or after this end (`errors` names `ended_at`)", body = Problem, content_type = "application/problem+json"),
         (status = 413, response = TooLarge),
         (status = 415, response = NotJson),
         (status = 422, description = "Invalid measurements", body = Problem, content_type = "application/problem+json"),

@@ -233,7 +233,12 @@ pub struct EnergyCheck {
     /// power × `time_limit_s`; `null` when neither is known.
     pub predicted_ets_j: Option<f64>,
     pub basis: EnergyBasis,
-    /// remaining − predicted, J.
+    /// What the job counts against the budget now, as the budget counts
+    /// running jobs, J: its energy above; more for a start reported after
+    /// its predicted TtS (EtS ÷ TtS × the time since its start); nothing for
+    /// one whose reservation would have ended; `null` when unknown.
+    pub committed_j: Option<f64>,
+    /// remaining − committed, J.
     pub remaining_after_j: Option<f64>,
     /// The end of the budget's current period.
     pub period_end: Option<DateTime<Utc>>,
@@ -477,6 +482,14 @@ async fn energy_check(
         (None, Some(limit)) => (Some(estimate.reserved_w * limit), EnergyBasis::TimeLimit),
         (None, None) => (None, EnergyBasis::Unknown),
     };
+    let committed_j = if job.holds_until <= now {
+        Some(0.0)
+    } else {
+        match (estimate.ets_j, estimate.tts_s) {
+            (Some(ets), Some(tts)) => Some(super::budgets::committed_by(ets, tts, job.at, now)),
+            _ => predicted_ets_j,
+        }
+    };
     let budget = match job.account {
         Some(account) => store::budgets::get(&mut *conn, account).await?,
         None => None,
@@ -489,6 +502,7 @@ async fn energy_check(
             remaining_j: None,
             predicted_ets_j,
             basis,
+            committed_j,
             remaining_after_j: None,
             period_end: None,
         });
@@ -504,18 +518,22 @@ async fn energy_check(
             remaining_j: None,
             predicted_ets_j,
             basis,
+            committed_j,
             remaining_after_j: None,
             period_end: Some(standing.period_end),
         });
     }
-    let remaining_after_j = predicted_ets_j.map(|e| standing.remaining_j - e);
+    let remaining_after_j = committed_j.map(|e| standing.remaining_j - e);
     Ok(EnergyCheck {
-        fits: remaining_after_j.is_some_and(|r| r >= 0.0),
+        // A job that commits nothing cannot overdraw the budget, even one
+        // used up already.
+        fits: committed_j == Some(0.0) || remaining_after_j.is_some_and(|r| r >= 0.0),
         account: Some(standing.account),
         budget: true,
         remaining_j: Some(standing.remaining_j),
         predicted_ets_j,
         basis,
+        committed_j,
         remaining_after_j,
         period_end: Some(standing.period_end),
     })
@@ -588,19 +606,14 @@ fn kwh(joules: f64) -> String {
 
 fn energy_reason(e: &EnergyCheck) -> String {
     let account = e.account.as_deref().unwrap_or_default();
-    match (
-        e.account.is_some(),
-        e.budget,
-        e.predicted_ets_j,
-        e.remaining_j,
-    ) {
+    match (e.account.is_some(), e.budget, e.committed_j, e.remaining_j) {
         (false, ..) => "energy: no account given, so no budget applies".to_owned(),
         (true, false, ..) => format!("energy: account {account} has no budget in force now"),
         (true, true, _, Some(remaining)) if !e.fits && remaining <= 0.0 => format!(
             "energy: account {account}'s budget is used up ({} left, counting the running \
              jobs' commitments){}",
             kwh(remaining),
-            e.predicted_ets_j
+            e.committed_j
                 .map(|ets| format!(", so the job's {} ({}) cannot fit", kwh(ets), e.basis))
                 .unwrap_or_default()
         ),
@@ -608,6 +621,10 @@ fn energy_reason(e: &EnergyCheck) -> String {
             "energy: the application has no history and no time_limit_s was given, so its \
              energy cannot be bounded against the {} left in account {account}'s budget",
             kwh(remaining)
+        ),
+        (true, true, Some(0.0), Some(_)) => format!(
+            "energy: its reservation would have ended by now, so it commits nothing to \
+             account {account}'s budget"
         ),
         (true, true, Some(ets), Some(remaining)) if e.fits => format!(
             "energy: the job's {} ({}) fit in the {} left in account {account}'s budget",
@@ -754,6 +771,7 @@ mod tests {
             } else {
                 EnergyBasis::Unknown
             },
+            committed_j: ets,
             remaining_after_j: None,
             period_end: None,
         };

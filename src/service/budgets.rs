@@ -237,7 +237,12 @@ pub async fn burn_down(service: &Service, account: &Account) -> Result<BurnDown>
 /// measured energy counts (in `consumed_j`) only once it has ended. That is
 /// its predicted EtS, or more for a job running past its predicted TtS: its
 /// predicted power (EtS / TtS) for as long as it has run.
-fn committed_by(ets: f64, tts: f64, started_at: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
+pub(crate) fn committed_by(
+    ets: f64,
+    tts: f64,
+    started_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> f64 {
     // A job dated to start later has used none of its time yet.
     let elapsed = (now - started_at).as_seconds_f64().max(0.0);
     if elapsed > tts {

@@ -856,11 +856,14 @@ pub async fn finish(
         // The same report sent again while the first was being stored (a
         // retry): identical (above), or different only in what each filled
         // in from its own "now".
-        Err(Error::Conflict { errors, .. }) if errors.iter().all(|e| !sent(&e.field)) => {
-            let id = store::runs::id_by_key(&service.pool, source, job_id)
-                .await?
-                .ok_or_else(|| anyhow::anyhow!("the run of a conflict vanished"))?;
-            (false, id)
+        Err(Error::Conflict { detail, errors }) if errors.iter().all(|e| !sent(&e.field)) => {
+            match store::runs::id_by_key(&service.pool, source, job_id).await? {
+                Some(id) => (false, id),
+                // No run: a later attempt started since the job was read
+                // above (a requeue), and this end, before it, is an
+                // earlier attempt's, which is not stored.
+                None => return Err(Error::Conflict { detail, errors }),
+            }
         }
         Err(e) => return Err(e),
     };

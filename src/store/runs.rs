@@ -137,8 +137,8 @@ pub struct Batch {
 }
 
 /// When the running attempt of each job that `runs` name started.
-async fn running_starts(
-    conn: &mut PgConnection,
+pub async fn running_starts(
+    executor: impl PgExecutor<'_>,
     runs: &[&NewRun],
 ) -> sqlx::Result<HashMap<(String, String), DateTime<Utc>>> {
     Ok(sqlx::query_as::<_, (String, String, DateTime<Utc>)>(
@@ -147,7 +147,7 @@ async fn running_starts(
     )
     .bind(runs.iter().map(|r| r.source.as_str()).collect::<Vec<_>>())
     .bind(runs.iter().map(|r| r.job_id.as_str()).collect::<Vec<_>>())
-    .fetch_all(&mut *conn)
+    .fetch_all(executor)
     .await?
     .into_iter()
     .map(|(source, job_id, started_at)| ((source, job_id), started_at))
@@ -156,7 +156,7 @@ async fn running_starts(
 
 /// The start of the running attempt of `run`'s job, when `run` ended at or
 /// before it (an earlier attempt's run).
-fn earlier_attempt(
+pub fn earlier_attempt(
     running: &HashMap<(String, String), DateTime<Utc>>,
     run: &NewRun,
 ) -> Option<DateTime<Utc>> {
@@ -428,9 +428,11 @@ pub struct RunFilter {
 }
 
 /// One page of an application's runs in id order, after `after_id`: at
-/// most `limit`, and of those only the runs listed before `names` node
-/// names have been (the first, and the one that crosses `names`, always
-/// included; [`within_names`] trims it).
+/// most `limit`, and of those only the runs that begin within `names` node
+/// names (so the one that crosses `names` is included), and the first two
+/// whatever they list (a first run alone past `names`, stored before lists
+/// were held to fewer, still shows that more follow); [`within_names`]
+/// trims it.
 pub async fn list_for_app(
     executor: impl PgExecutor<'_>,
     app_id: i64,
@@ -457,10 +459,12 @@ pub async fn list_for_app(
              LIMIT $8
          ),
          counted AS (
-             SELECT id, sum(names) OVER (ORDER BY id) - names AS before FROM page
+             SELECT id, sum(names) OVER (ORDER BY id) - names AS before,
+                    row_number() OVER (ORDER BY id) AS k
+             FROM page
          )
          {SELECT_RUN}
-         WHERE r.id IN (SELECT id FROM counted WHERE before <= $9)
+         WHERE r.id IN (SELECT id FROM counted WHERE before <= $9 OR k <= 2)
          ORDER BY r.id"
     );
     sqlx::query_as(sqlx::AssertSqlSafe(query))

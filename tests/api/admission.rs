@@ -181,6 +181,56 @@ async fn energy_is_the_budget_left_against_the_predicted_ets() {
     let a = admit(&app, json!({"app": "lin", "nodes": 1, "account": "proj"})).await;
     assert_eq!(a["energy"]["fits"], false, "{a:#}");
     assert!(a["energy"]["remaining_j"].as_f64().unwrap() < 0.41e6);
+
+    // A start reported long after it began commits, once stored, what the
+    // budget counts for a job past its predicted time (EtS ÷ TtS × the time
+    // since): it is weighed so, not by its EtS (black-box test of
+    // 2026-11-29: admitted on 0.6 MJ, it then committed 172.8 MJ).
+    let reply = app
+        .put(
+            "/v1/budgets/late",
+            &app.admin,
+            &json!({"limit_j": 5.0e6, "period": "month"}),
+        )
+        .await;
+    assert!(reply.status.is_success(), "{:#}", reply.body);
+    let late = json!({"source": "s", "job_id": "late", "app": "lin", "nodes": 1,
+                      "account": "late", "time_limit_s": 259_200.0,
+                      "started_at": (Utc::now() - Duration::hours(2)).to_rfc3339()});
+    let reply = app.post("/v1/jobs", &app.schedule, &late).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{:#}", reply.body);
+    let e = &reply.body["admission"]["energy"];
+    assert!(close(&e["predicted_ets_j"], 0.6e6), "{e:#}");
+    // 1000 W for two hours, and a little more by the time it is asked.
+    let committed = e["committed_j"].as_f64().unwrap();
+    assert!((7.2e6..7.3e6).contains(&committed), "{e:#}");
+    let budget = app.get("/v1/budgets/late", &app.read).await.body;
+    assert!(close(&budget["committed_j"], 0.0), "{budget:#}");
+    // Within the 5 MJ (an hour: 3.6 MJ), it is stored and commits that.
+    let mut hour = late.clone();
+    hour["started_at"] = json!((Utc::now() - Duration::hours(1)).to_rfc3339());
+    let reply = app.post("/v1/jobs", &app.schedule, &hour).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let budget = app.get("/v1/budgets/late", &app.read).await.body;
+    let committed = budget["committed_j"].as_f64().unwrap();
+    assert!((3.6e6..3.7e6).contains(&committed), "{budget:#}");
+    // A start whose reservation has ended commits nothing: not refused by
+    // a budget used up.
+    let reply = app
+        .put(
+            "/v1/budgets/spent",
+            &app.admin,
+            &json!({"limit_j": 1.0, "period": "month"}),
+        )
+        .await;
+    assert!(reply.status.is_success(), "{:#}", reply.body);
+    let over = json!({"source": "s", "job_id": "over", "app": "lin", "nodes": 1,
+                      "account": "spent", "time_limit_s": 600.0,
+                      "started_at": (Utc::now() - Duration::hours(3)).to_rfc3339()});
+    let reply = app.post("/v1/jobs", &app.schedule, &over).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    assert_eq!(reply.body["admission"]["energy"]["committed_j"], 0.0);
+    assert_eq!(reply.body["admission"]["energy"]["fits"], true);
 }
 
 #[tokio::test]

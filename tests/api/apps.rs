@@ -252,16 +252,11 @@ async fn runs_are_listed_with_filters_and_cursor_pagination() {
         .assert_problem(StatusCode::NOT_FOUND);
 }
 
-/// Every `/v1/apps/{app}/…` route checks the tag where it enters (the
-/// `AppPath` extractor): a bad one is a 400 naming `app` and nothing else,
-/// before the query or the body is looked at, so a bad tag wins over a bad
-/// parameter too.
-
 #[tokio::test]
 async fn a_page_of_runs_holds_at_most_two_hundred_thousand_node_names() {
     let app = TestApp::new().await;
     // Node names listed by each run, in the order they are stored.
-    let lists = [90_000, 90_000, 30_000, 100_000, 0];
+    let lists = [90_000, 90_000, 20_000, 100_000, 0];
     let mut ids = Vec::new();
     for (i, names) in lists.into_iter().enumerate() {
         let nodes = if names == 0 { 4 } else { names };
@@ -293,16 +288,47 @@ async fn a_page_of_runs_holds_at_most_two_hundred_thousand_node_names() {
             )
         }
     };
-    // 90,000 + 90,000 fit; the third run would take the page to 210,000.
+    // 90,000 + 90,000 + 20,000 fill a page exactly; the fourth run would
+    // take it to 300,000.
     let (first, names, cursor) = page(None).await;
-    assert_eq!(first, ids[..2]);
-    assert_eq!(names, 180_000);
+    assert_eq!(first, ids[..3]);
+    assert_eq!(names, 200_000);
     let (second, names, cursor) = page(Some(cursor.expect("a cursor after a full page"))).await;
-    assert_eq!(second, ids[2..]);
-    assert_eq!(names, 130_000);
+    assert_eq!(second, ids[3..]);
+    assert_eq!(names, 100_000);
     assert_eq!(cursor, None);
+
+    // A run stored before lists were held to 100,000 names makes a page of
+    // its own, and the listing goes on after it.
+    sqlx::query(
+        "UPDATE runs SET nodes = 250000,
+                         node_list = ARRAY(SELECT 'x' || g FROM generate_series(1, 250000) g)
+         WHERE id = $1",
+    )
+    .bind(ids[0])
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let mut pages = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (ids, _, next) = page(cursor).await;
+        pages.push(ids);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(
+        pages,
+        [vec![ids[0]], vec![ids[1], ids[2]], vec![ids[3], ids[4]]]
+    );
 }
 
+/// Every `/v1/apps/{app}/…` route checks the tag where it enters (the
+/// `AppPath` extractor): a bad one is a 400 naming `app` and nothing else,
+/// before the query or the body is looked at, so a bad tag wins over a bad
+/// parameter too.
 #[tokio::test]
 async fn every_application_route_refuses_a_bad_tag_naming_app() {
     let app = TestApp::new().await;

@@ -452,12 +452,42 @@ async fn a_run_of_an_earlier_attempt_leaves_the_running_one() {
     assert_eq!(reply.body["status"], "finished", "{:#}", reply.body);
     assert_eq!(reply.body["run"]["avg_power_w"], 2100.0);
     assert_eq!(app.run_count().await, runs_before + 1);
+    // Both attempts' runs in one batch, the earlier listed first: the
+    // running attempt's is stored and ends it; the earlier one is refused.
+    let mut second = start.clone();
+    second["job_id"] = json!("rq2");
+    let reply = app.post("/v1/jobs", &app.schedule, &second).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let mut earlier = first.clone();
+    earlier["job_id"] = json!("rq2");
+    let mut own = earlier.clone();
+    own["started_at"] = json!(at(5));
+    own["duration_s"] = json!(240.0);
+    let reply = app
+        .post(
+            "/v1/runs/batch",
+            &app.ingest,
+            &json!({"runs": [earlier, own]}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{:#}", reply.body);
+    let items = &reply.body["items"];
+    assert_eq!(items[0]["status"], "rejected", "{items:#}");
+    assert_eq!(
+        items[0]["errors"][0]["field"], "runs[0].ended_at",
+        "{items:#}"
+    );
+    assert_eq!(items[1]["status"], "created", "{items:#}");
+    app.get("/v1/jobs/slurm/rq2", &app.read)
+        .await
+        .assert_problem(StatusCode::NOT_FOUND);
+    assert_eq!(app.run_count().await, runs_before + 2);
     // Sent again now, the earlier attempt's run is a conflict with the
     // job's run, as any run of that key with other values is.
     app.post("/v1/runs", &app.ingest, &first)
         .await
         .assert_problem(StatusCode::CONFLICT);
-    assert_eq!(app.run_count().await, runs_before + 1);
+    assert_eq!(app.run_count().await, runs_before + 2);
 }
 
 /// A finish with energy and power dates the end by their quotient: it ended

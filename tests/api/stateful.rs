@@ -301,7 +301,9 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
             }
         }
         Op::Import { lines } => {
-            let start = Utc::now() - Duration::hours(2);
+            // Ending a minute from now, after any start sent here (now, or
+            // an hour ago): they end the running attempts, not earlier ones.
+            let start = Utc::now() - Duration::seconds(540);
             let time = |t: chrono::DateTime<Utc>| t.format("%Y-%m-%dT%H:%M:%S").to_string();
             let mut text = "JobID|JobName|Account|Partition|NNodes|NodeList|State|Start|End|\
                             ElapsedRaw|ConsumedEnergyRaw|Cluster\n"
@@ -324,13 +326,10 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
                 .unwrap();
             let reply = app.send(request).await;
             allowed(&reply, &[StatusCode::OK], op);
-            // The first line of each job not yet a run creates it, unless
-            // the job runs: its lines ended two hours ago, before any start
-            // sent here (now, or an hour ago), so they are an earlier
-            // attempt's, which leaves the running one be.
+            // The first line of each job not yet a run creates it.
             let mut created = 0;
             for (job, account, _, energy_mj) in lines {
-                if !model.runs.contains_key(job) && !model.running.contains_key(job) {
+                if !model.runs.contains_key(job) {
                     let energy = f64::from(*energy_mj) * 1e6;
                     model
                         .runs

@@ -43,7 +43,10 @@ pub enum ItemStatus {
 pub enum Rejection {
     /// The run breaks a validation rule.
     Invalid,
-    /// Its (source, job_id) is stored (or earlier in the batch) with other values.
+    /// Its (source, job_id) is stored (or earlier in the batch) with other
+    /// values; or it ended at or before the start of the attempt of its job
+    /// running now (an earlier attempt's run, not stored; `errors` names
+    /// `ended_at`, and there is no `run_id`).
     Conflict,
 }
 

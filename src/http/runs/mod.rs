@@ -195,7 +195,7 @@ pub struct RunAccepted {
         (status = 400, response = MalformedJson),
         (status = 401, response = Unauthorized),
         (status = 403, response = NeedsIngest),
-        (status = 409, description = "Same (source, job_id) stored with other values; `errors` lists them", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Same (source, job_id) stored with other values (`errors` lists them); or the run ended at or before the start of the attempt of its job running now, an earlier attempt's run, not stored (`errors` names `ended_at`)", body = Problem, content_type = "application/problem+json"),
         (status = 413, response = TooLarge),
         (status = 415, response = NotJson),
         (status = 422, description = "Invalid run; `errors` names each field", body = Problem, content_type = "application/problem+json"),
