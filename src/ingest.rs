@@ -390,6 +390,9 @@ impl Outcome {
     }
 }
 
+/// When the running attempt of each job named started.
+type Running = HashMap<(String, String), chrono::DateTime<Utc>>;
+
 /// The run a key names after a batch is stored: (id, its values, created by
 /// the batch), or the start of the later attempt of its job that runs.
 type Named<'a> = Result<(i64, Cow<'a, NewRun>, bool), DateTime<Utc>>;
@@ -423,66 +426,27 @@ pub struct Ingested {
 /// transaction has committed.
 ///
 /// Every item is compared with the run its key ends up naming: the stored one,
-/// or the first item of the batch with that key when that one is stored now.
-/// Equal values make a duplicate, other values a conflict.
+/// or the item of the batch chosen for that key (`choose`) when that one is
+/// stored now. Equal values make a duplicate, other values a conflict; an
+/// earlier attempt's run beside it is refused as one.
 pub async fn ingest(
     pool: &PgPool,
     items: Vec<Result<NewRun, Vec<FieldError>>>,
     atomic: bool,
 ) -> sqlx::Result<Ingested> {
-    // The running attempts of the jobs these runs name, where a run's end
-    // is known: a run that ended before its job's attempt running now began
-    // is an earlier attempt's (`store::runs::insert_batch` checks again).
-    let running = if items.iter().flatten().any(|r| r.ended_at.is_some()) {
-        let runs: Vec<&NewRun> = items.iter().flatten().collect();
-        store::runs::running_starts(pool, &runs).await?
-    } else {
-        HashMap::new()
-    };
-    let earlier = |run: &NewRun| store::runs::earlier_attempt(&running, run);
-    // For each valid item, the index of the item stored for its key: the
-    // first, or the first that is not an earlier attempt's run (so that one
-    // listed first does not turn away the running attempt's own).
-    let mut chosen: HashMap<(&str, &str), usize> = HashMap::new();
-    for (i, item) in items.iter().enumerate() {
-        if let Ok(run) = item {
-            chosen
-                .entry((run.source.as_str(), run.job_id.as_str()))
-                .and_modify(|j| {
-                    if earlier(valid(&items, *j)).is_some() && earlier(run).is_none() {
-                        *j = i;
-                    }
-                })
-                .or_insert(i);
-        }
-    }
-    let mut first: Vec<Option<usize>> = vec![None; items.len()];
-    let mut firsts: Vec<usize> = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        if let Ok(run) = item {
-            let j = chosen[&(run.source.as_str(), run.job_id.as_str())];
-            first[i] = Some(j);
-            if i == j {
-                firsts.push(i);
-            }
-        }
-    }
-    // An earlier attempt's run beside the one stored for its key.
-    let beside = |i: usize, run: &NewRun| {
-        (first[i] != Some(i))
-            .then(|| earlier(run))
-            .flatten()
-            .map(|started| earlier_attempt(run, started))
-    };
-
     if atomic {
-        // Items of one key with different values cannot all be stored.
+        // Items of one key with different values cannot all be stored, nor
+        // an earlier attempt's run: refused whole, before the transaction,
+        // as the running attempts stand (the choice is made again inside
+        // it, `insert_chosen`, and a rejection found then refuses it too).
+        let running = running_starts(pool, &items).await?;
+        let Chosen { first, .. } = choose(&items, &running);
         let clashes: Vec<(usize, Outcome)> = first
             .iter()
             .enumerate()
             .filter_map(|(i, j)| {
                 let j = j.filter(|&j| j != i)?;
-                if let Some(outcome) = beside(i, valid(&items, i)) {
+                if let Some(outcome) = beside(&first, &running, i, valid(&items, i)) {
                     return Some((i, outcome));
                 }
                 let other = format!("item {j} of this batch has");
@@ -509,8 +473,7 @@ pub async fn ingest(
         }
     }
 
-    let to_insert: Vec<&NewRun> = firsts.iter().map(|&i| valid(&items, i)).collect();
-    let (tx, batch) = insert_retrying(pool, &to_insert).await?;
+    let (tx, batch, running, Chosen { first, firsts }) = insert_chosen(pool, &items).await?;
     // The run each key names now: (id, its values, created by this batch),
     // or the start of the later attempt that runs.
     let named: HashMap<usize, Named<'_>> = firsts
@@ -530,9 +493,8 @@ pub async fn ingest(
         .enumerate()
         .map(|(i, item)| match (item, first[i]) {
             (Ok(run), Some(j)) => match &named[&j] {
-                Ok((id, values, created)) => {
-                    beside(i, run).unwrap_or_else(|| answer(run, values, *id, i == j && *created))
-                }
+                Ok((id, values, created)) => beside(&first, &running, i, run)
+                    .unwrap_or_else(|| answer(run, values, *id, i == j && *created)),
                 Err(started) => earlier_attempt(run, *started),
             },
             (Err(errors), _) => Outcome::Invalid(errors.clone()),
@@ -568,7 +530,7 @@ pub async fn ingest(
 /// the job, and a cancelled job leaves no history. (Before, the end and the
 /// cancellation both succeeded, and the cancelled job was stored as a run.)
 pub async fn end_job(pool: &PgPool, run: &NewRun) -> sqlx::Result<Option<Ingested>> {
-    let (tx, batch) = insert_retrying(pool, &[run]).await?;
+    let (tx, batch, ..) = insert_chosen(pool, &[Ok(run.clone())]).await?;
     let outcome = match batch.inserted.into_iter().next() {
         Some(Inserted::Created(id)) if batch.released.contains(&run.key()) => Outcome::Created(id),
         Some(Inserted::Created(_)) => {
@@ -592,28 +554,112 @@ pub async fn end_job(pool: &PgPool, run: &NewRun) -> sqlx::Result<Option<Ingeste
     }))
 }
 
-/// Begin a transaction and insert `runs` in it (`store::runs::insert_batch`),
+/// An earlier attempt's run (by `running`) other than the item chosen for
+/// its key (`first`): refused as one.
+fn beside(first: &[Option<usize>], running: &Running, i: usize, run: &NewRun) -> Option<Outcome> {
+    (first[i] != Some(i))
+        .then(|| store::runs::earlier_attempt(running, run))
+        .flatten()
+        .map(|started| earlier_attempt(run, started))
+}
+
+/// For each valid item, the index of the item stored for its key, and
+/// those indices in order.
+struct Chosen {
+    first: Vec<Option<usize>>,
+    firsts: Vec<usize>,
+}
+
+/// The item stored for each key: the first, or the first that is not an
+/// earlier attempt's run by `running` (so that one listed first does not
+/// turn away the running attempt's own).
+fn choose(items: &[Result<NewRun, Vec<FieldError>>], running: &Running) -> Chosen {
+    let earlier = |run: &NewRun| store::runs::earlier_attempt(running, run);
+    let mut chosen: HashMap<(&str, &str), usize> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        if let Ok(run) = item {
+            chosen
+                .entry((run.source.as_str(), run.job_id.as_str()))
+                .and_modify(|j| {
+                    if earlier(valid(items, *j)).is_some() && earlier(run).is_none() {
+                        *j = i;
+                    }
+                })
+                .or_insert(i);
+        }
+    }
+    let mut first: Vec<Option<usize>> = vec![None; items.len()];
+    let mut firsts: Vec<usize> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        if let Ok(run) = item {
+            let j = chosen[&(run.source.as_str(), run.job_id.as_str())];
+            first[i] = Some(j);
+            if i == j {
+                firsts.push(i);
+            }
+        }
+    }
+    Chosen { first, firsts }
+}
+
+/// When the running attempts of the jobs the valid `items` name started,
+/// where a run's end is known (without one, no run is an earlier
+/// attempt's).
+async fn running_starts(
+    executor: impl sqlx::PgExecutor<'_>,
+    items: &[Result<NewRun, Vec<FieldError>>],
+) -> sqlx::Result<Running> {
+    if !items.iter().flatten().any(|r| r.ended_at.is_some()) {
+        return Ok(Running::new());
+    }
+    let runs: Vec<&NewRun> = items.iter().flatten().collect();
+    store::runs::running_starts(executor, &runs).await
+}
+
+/// Begin a transaction, read the running attempts in it, choose the item
+/// stored for each key (`choose`) and insert those (`store::runs::insert_batch`),
 /// trying again, twice at most, after a deadlock or a serialization failure,
-/// and once more, under the admission lock from the start, after a later
-/// attempt of one of their jobs started while they were inserted.
-async fn insert_retrying<'p>(
+/// and, under the admission lock from the start, after a later attempt of
+/// one of their jobs started while they were inserted (`Batch::raced`).
+async fn insert_chosen<'p>(
     pool: &'p PgPool,
-    runs: &[&NewRun],
-) -> sqlx::Result<(sqlx::Transaction<'p, sqlx::Postgres>, store::runs::Batch)> {
-    let mut attempt = 0;
+    items: &[Result<NewRun, Vec<FieldError>>],
+) -> sqlx::Result<(
+    sqlx::Transaction<'p, sqlx::Postgres>,
+    store::runs::Batch,
+    Running,
+    Chosen,
+)> {
+    let mut transient = 0;
     let mut lock_first = false;
     loop {
-        attempt += 1;
         let mut tx = pool.begin().await?;
-        match store::runs::insert_batch(&mut tx, runs, lock_first).await {
-            Ok(batch) if batch.raced => {
+        let attempt = async {
+            // The lock lasts until the transaction ends, whatever becomes
+            // of this proof of it.
+            let _first = if lock_first {
+                Some(store::power::lock_admission(&mut *tx).await?)
+            } else {
+                None
+            };
+            let running = running_starts(&mut *tx, items).await?;
+            let chosen = choose(items, &running);
+            let to_insert: Vec<&NewRun> = chosen.firsts.iter().map(|&i| valid(items, i)).collect();
+            let batch =
+                store::runs::insert_batch(&mut tx, &to_insert, &running, lock_first).await?;
+            Ok::<_, sqlx::Error>((batch, running, chosen))
+        }
+        .await;
+        match attempt {
+            Ok((batch, ..)) if batch.raced => {
                 tx.rollback().await?;
                 tracing::debug!("a job's later attempt started meanwhile; retrying under the lock");
                 lock_first = true;
             }
-            Ok(batch) => return Ok((tx, batch)),
-            Err(error) if store::is_retryable(&error) && attempt < 3 => {
-                tracing::debug!(%error, attempt, "retrying a batch after a transient conflict");
+            Ok((batch, running, chosen)) => return Ok((tx, batch, running, chosen)),
+            Err(error) if store::is_retryable(&error) && transient < 2 => {
+                transient += 1;
+                tracing::debug!(%error, transient, "retrying a batch after a transient conflict");
             }
             Err(error) => return Err(error),
         }

@@ -606,6 +606,12 @@ fn kwh(joules: f64) -> String {
 
 fn energy_reason(e: &EnergyCheck) -> String {
     let account = e.account.as_deref().unwrap_or_default();
+    // A start reported after its predicted time commits more than its EtS.
+    let basis = if e.committed_j == e.predicted_ets_j {
+        e.basis.to_string()
+    } else {
+        "EtS ÷ TtS since its start".to_owned()
+    };
     match (e.account.is_some(), e.budget, e.committed_j, e.remaining_j) {
         (false, ..) => "energy: no account given, so no budget applies".to_owned(),
         (true, false, ..) => format!("energy: account {account} has no budget in force now"),
@@ -614,7 +620,7 @@ fn energy_reason(e: &EnergyCheck) -> String {
              jobs' commitments){}",
             kwh(remaining),
             e.committed_j
-                .map(|ets| format!(", so the job's {} ({}) cannot fit", kwh(ets), e.basis))
+                .map(|ets| format!(", so the job's {} ({basis}) cannot fit", kwh(ets)))
                 .unwrap_or_default()
         ),
         (true, true, None, Some(remaining)) => format!(
@@ -629,13 +635,13 @@ fn energy_reason(e: &EnergyCheck) -> String {
         (true, true, Some(ets), Some(remaining)) if e.fits => format!(
             "energy: the job's {} ({}) fit in the {} left in account {account}'s budget",
             kwh(ets),
-            e.basis,
+            basis,
             kwh(remaining)
         ),
         (true, true, Some(ets), Some(remaining)) => format!(
             "energy: the job's {} ({}) exceed the {} left in account {account}'s budget",
             kwh(ets),
-            e.basis,
+            basis,
             kwh(remaining)
         ),
         (true, true, _, None) => format!("energy: account {account}'s budget is unknown"),

@@ -13,7 +13,7 @@ use super::predictions::{
     AggregateName, Consistent, NodeScope, check_registered, check_workload, node_answers,
     settle_partition,
 };
-use super::runs::{RunStatus, store_job_end};
+use super::runs::{JobEnd, RunStatus, store_job_end};
 use super::{Error, Result, Service, apps};
 use crate::domain::ReservedBasis;
 use crate::ingest::{self, NodeListDraft, NodeListSchema, RunDraft};
@@ -849,21 +849,23 @@ pub async fn finish(
     // also when the run was stored before with other values (a conflict).
     let stored = store_job_end(service, run, "this job").await;
     let (finished, id) = match stored {
-        Ok(Some((status, id))) => (status == RunStatus::Created, id),
+        Ok(JobEnd::Stored(status, id)) => (status == RunStatus::Created, id),
         // Cancelled since it was read above: it leaves no history, and this
         // end finds no job, as one reported after the cancellation does.
-        Ok(None) => return Err(Error::NotFound(format!("no job {job_id} of {source}"))),
+        Ok(JobEnd::Cancelled) => {
+            return Err(Error::NotFound(format!("no job {job_id} of {source}")));
+        }
+        // A later attempt started since it was read above (a requeue): this
+        // end, before that start, is an earlier attempt's.
+        Ok(JobEnd::EarlierAttempt(error)) => return Err(error),
         // The same report sent again while the first was being stored (a
         // retry): identical (above), or different only in what each filled
         // in from its own "now".
-        Err(Error::Conflict { detail, errors }) if errors.iter().all(|e| !sent(&e.field)) => {
-            match store::runs::id_by_key(&service.pool, source, job_id).await? {
-                Some(id) => (false, id),
-                // No run: a later attempt started since the job was read
-                // above (a requeue), and this end, before it, is an
-                // earlier attempt's, which is not stored.
-                None => return Err(Error::Conflict { detail, errors }),
-            }
+        Err(Error::Conflict { errors, .. }) if errors.iter().all(|e| !sent(&e.field)) => {
+            let id = store::runs::id_by_key(&service.pool, source, job_id)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("the run of a conflict vanished"))?;
+            (false, id)
         }
         Err(e) => return Err(e),
     };

@@ -26,14 +26,21 @@ pub async fn store_one(service: &Service, run: NewRun, subject: &str) -> Result<
     the_one(ingested, subject)
 }
 
+/// What became of a running job's end (`store_job_end`).
+pub enum JobEnd {
+    /// Stored now, or already (with the same values): whether it is new,
+    /// and the run's id.
+    Stored(RunStatus, i64),
+    /// Nothing stored: the job was cancelled since the caller read it.
+    Cancelled,
+    /// Nothing stored: a later attempt of the job (a requeue) started at or
+    /// after this end, which is an earlier attempt's (409).
+    EarlierAttempt(Error),
+}
+
 /// Store the run that a running job became (`ingest::end_job`), as
-/// `store_one` does; `None`, and nothing stored, when the job was cancelled
-/// since the caller read it.
-pub async fn store_job_end(
-    service: &Service,
-    run: NewRun,
-    subject: &str,
-) -> Result<Option<(RunStatus, i64)>> {
+/// `store_one` does.
+pub async fn store_job_end(service: &Service, run: NewRun, subject: &str) -> Result<JobEnd> {
     let ended = ingest::end_job(&service.pool, &run).await;
     forget(
         service,
@@ -41,8 +48,15 @@ pub async fn store_job_end(
         ended.as_ref().ok().and_then(Option::as_ref),
     );
     match ended? {
-        Some(ingested) => the_one(ingested, subject).map(Some),
-        None => Ok(None),
+        Some(ingested) if matches!(ingested.outcomes.first(), Some(Outcome::EarlierAttempt(_))) => {
+            Ok(JobEnd::EarlierAttempt(
+                the_one(ingested, subject).err().unwrap_or_else(|| {
+                    anyhow::anyhow!("an earlier attempt's run was answered as stored").into()
+                }),
+            ))
+        }
+        Some(ingested) => the_one(ingested, subject).map(|(status, id)| JobEnd::Stored(status, id)),
+        None => Ok(JobEnd::Cancelled),
     }
 }
 

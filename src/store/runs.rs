@@ -170,13 +170,14 @@ pub fn earlier_attempt(
 /// to date. Runs whose key is already stored are left alone and
 /// returned as `Existing`. Running jobs with these keys are removed, unless
 /// they started at or after the run ended (`EarlierAttempt`: not stored).
-/// With `lock_first`, the admission lock is taken before the running jobs
-/// are read; without, a start committed meanwhile makes the batch `raced`.
+/// With `lock_first`, the caller took the admission lock before it read
+/// `running`; without, a start committed since makes the batch `raced`.
 /// Call inside a transaction: nothing is visible to others until it
 /// commits.
 pub async fn insert_batch(
     conn: &mut PgConnection,
     runs: &[&NewRun],
+    running: &HashMap<(String, String), DateTime<Utc>>,
     lock_first: bool,
 ) -> sqlx::Result<Batch> {
     if runs.is_empty() {
@@ -188,22 +189,13 @@ pub async fn insert_batch(
     let apps = apps::ensure_and_lock(&mut *conn, &tags).await?;
 
     // A run that ended at or before the start of the attempt of its job
-    // running now is an earlier attempt's: it neither ends that attempt
-    // nor takes the key its run will be stored under. Read without the
-    // admission lock, which job starts wait for: an import's part holds it
-    // only from the release of the jobs its runs end. A start that commits
-    // in between is seen then (`Batch::raced`), and the batch is tried
-    // again; the last try reads under the lock (`lock_first`), taken after
-    // the applications, as every batch and job start takes them.
-    // The lock lasts until the transaction ends, whatever becomes of this
-    // proof of it.
-    let _first = if lock_first {
-        Some(super::power::lock_admission(&mut *conn).await?)
-    } else {
-        None
-    };
-    let running = running_starts(&mut *conn, runs).await?;
-    let earlier = |run: &NewRun| earlier_attempt(&running, run);
+    // running now (`running`, read by the caller in this transaction) is an
+    // earlier attempt's: it neither ends that attempt nor takes the key its
+    // run will be stored under. Without `lock_first`, `running` was read
+    // without the admission lock, which job starts wait for (an import's
+    // part holds it only from the release of the jobs its runs end): a
+    // start that commits in between is seen there (`Batch::raced`).
+    let earlier = |run: &NewRun| earlier_attempt(running, run);
     let all = runs;
     let runs: Vec<&NewRun> = all
         .iter()

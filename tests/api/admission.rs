@@ -128,7 +128,7 @@ async fn power_is_the_cap_against_the_draw_after_the_job() {
 }
 
 #[tokio::test]
-async fn energy_is_the_budget_left_against_the_predicted_ets() {
+async fn energy_is_the_budget_left_against_what_the_job_commits() {
     let app = cluster().await;
     // proj consumed 9 MJ this month (its run must end inside the period).
     let mut spent = run("other", "spent", 2);
@@ -211,9 +211,18 @@ async fn energy_is_the_budget_left_against_the_predicted_ets() {
     hour["started_at"] = json!((Utc::now() - Duration::hours(1)).to_rfc3339());
     let reply = app.post("/v1/jobs", &app.schedule, &hour).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{:#}", reply.body);
+    let admitted = reply.body["admission"]["energy"]["committed_j"]
+        .as_f64()
+        .unwrap();
     let budget = app.get("/v1/budgets/late", &app.read).await.body;
     let committed = budget["committed_j"].as_f64().unwrap();
     assert!((3.6e6..3.7e6).contains(&committed), "{budget:#}");
+    // What admission weighed is what the budget counts, but for the
+    // moments between (1000 W a second).
+    assert!(
+        committed >= admitted && committed - admitted < 10_000.0,
+        "{admitted} {committed}"
+    );
     // A start whose reservation has ended commits nothing: not refused by
     // a budget used up.
     let reply = app

@@ -57,6 +57,9 @@ enum Op {
     },
     Import {
         lines: Vec<(usize, usize, i64, u32)>,
+        /// Lines that ended two hours ago, before any start sent here:
+        /// of a running job, an earlier attempt's, which leaves it running.
+        old: bool,
     },
     Admission {
         account: usize,
@@ -81,8 +84,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (job.clone(), account.clone(), 1..5i64, 1..4u32).prop_map(
             |(job, account, nodes, energy_mj)| Op::Run { job, account, nodes, energy_mj }
         ),
-        1 => prop::collection::vec((job, account.clone(), 1..5i64, 1..4u32), 1..4)
-            .prop_map(|lines| Op::Import { lines }),
+        1 => (prop::collection::vec((job, account.clone(), 1..5i64, 1..4u32), 1..4), any::<bool>())
+            .prop_map(|(lines, old)| Op::Import { lines, old }),
         1 => (account, 1..5i64).prop_map(|(account, nodes)| Op::Admission { account, nodes }),
     ]
 }
@@ -300,10 +303,15 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
                 model.running.remove(job);
             }
         }
-        Op::Import { lines } => {
+        Op::Import { lines, old } => {
             // Ending a minute from now, after any start sent here (now, or
-            // an hour ago): they end the running attempts, not earlier ones.
-            let start = Utc::now() - Duration::seconds(540);
+            // an hour ago), they end the running attempts; ending two hours
+            // ago, before any, they are earlier attempts' runs.
+            let start = if *old {
+                Utc::now() - Duration::hours(2)
+            } else {
+                Utc::now() - Duration::seconds(540)
+            };
             let time = |t: chrono::DateTime<Utc>| t.format("%Y-%m-%dT%H:%M:%S").to_string();
             let mut text = "JobID|JobName|Account|Partition|NNodes|NodeList|State|Start|End|\
                             ElapsedRaw|ConsumedEnergyRaw|Cluster\n"
@@ -326,10 +334,12 @@ async fn apply(app: &TestApp, model: &mut Model, op: &Op) {
                 .unwrap();
             let reply = app.send(request).await;
             allowed(&reply, &[StatusCode::OK], op);
-            // The first line of each job not yet a run creates it.
+            // The first line of each job not yet a run creates it, unless
+            // it is an earlier attempt's of a job running.
             let mut created = 0;
             for (job, account, _, energy_mj) in lines {
-                if !model.runs.contains_key(job) {
+                let earlier = *old && model.running.contains_key(job);
+                if !(model.runs.contains_key(job) || earlier) {
                     let energy = f64::from(*energy_mj) * 1e6;
                     model
                         .runs
