@@ -44,6 +44,14 @@ pub fn nodes(n: impl Into<u64>) -> String {
     }
 }
 
+/// "1 run", "2 runs".
+pub fn runs(n: u64) -> String {
+    match n {
+        1 => "1 run".to_owned(),
+        n => format!("{n} runs"),
+    }
+}
+
 /// `x` to three significant digits: plain from 1e-3 up to 1e6, in
 /// scientific notation outside, where plain digits would run long
 /// ("0.000000000", or a hundred digits).

@@ -182,6 +182,7 @@ pub async fn detail(
             dt { "Runs" } dd data-check="run_count" data-si=(app.run_count) { (app.run_count) }
             dt { "Node counts" } dd {
                 @match (app.nodes_min, app.nodes_max) {
+                    (Some(lo), Some(hi)) if lo == hi => (lo),
                     (Some(lo), Some(hi)) => { (lo) "–" (hi) }
                     _ => "–",
                 }
@@ -289,10 +290,10 @@ fn metric_section(
                     y: p.mean,
                     spread: (p.runs > 1).then_some((p.min, p.max)),
                     title: format!(
-                        "{} nodes: {} ({} runs, {} to {})",
-                        p.nodes,
+                        "{}: {} ({}, {} to {})",
+                        crate::text::nodes(p.nodes),
                         format::short(unit, p.mean),
-                        p.runs,
+                        crate::text::runs(p.runs as u64),
                         format::short(unit, p.min),
                         format::short(unit, p.max)
                     ),

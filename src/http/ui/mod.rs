@@ -128,12 +128,19 @@ fn to_login(parts: &Parts) -> Response {
     Redirect::to(&format!("/ui/login?{query}")).into_response()
 }
 
-/// Where to go after logging in: a dashboard page, nowhere else.
+/// Where to go after logging in: a dashboard page, nowhere else (no dot
+/// segment or encoded character that a browser could resolve outside
+/// `/ui/`).
 fn safe_next(next: Option<&str>) -> &str {
     next.filter(|n| {
+        let path = n.split(['?', '#']).next().unwrap_or_default();
         n.starts_with("/ui/")
             && !n.starts_with("/ui//")
             && !n.contains('\\')
+            && !path.contains('%')
+            && !path
+                .split('/')
+                .any(|segment| segment == "." || segment == "..")
             && !n.chars().any(char::is_control)
     })
     .unwrap_or("/ui/apps")
@@ -406,6 +413,8 @@ mod tests {
     fn only_dashboard_pages_are_returned_to_after_login() {
         assert_eq!(safe_next(Some("/ui/power")), "/ui/power");
         assert_eq!(safe_next(Some("/ui/apps?q=lam")), "/ui/apps?q=lam");
+        assert_eq!(safe_next(Some("/ui/apps?q=a%20b")), "/ui/apps?q=a%20b");
+        assert_eq!(safe_next(Some("/ui/apps/a..b")), "/ui/apps/a..b");
         for elsewhere in [
             "https://evil.example",
             "//evil.example",
@@ -413,6 +422,12 @@ mod tests {
             "/v1/tokens",
             "/ui\\x",
             "/ui/apps\nSet-Cookie: x=1",
+            // Dot segments a browser resolves outside the dashboard (a
+            // black-box test of 2026-11-29), written out or encoded.
+            "/ui/../v1/tokens",
+            "/ui/./../v1",
+            "/ui/..%2f..%2fv1/tokens",
+            "/ui/%2e%2e/v1/tokens",
         ] {
             assert_eq!(safe_next(Some(elsewhere)), "/ui/apps", "{elsewhere}");
         }
