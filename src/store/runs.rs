@@ -112,7 +112,7 @@ pub enum Inserted {
     Existing(Box<RunRow>),
     /// Not stored: it ended at or before the start of the attempt of its
     /// job running now (started then), so it is an earlier attempt's (a
-    /// requeue). A job's run is its last attempt's, which ends it.
+    /// requeue). The running attempt's end is the job's run.
     EarlierAttempt(DateTime<Utc>),
 }
 
@@ -353,7 +353,8 @@ pub async fn insert_batch(
     // Every key is a run now, whether created here or before: its job ends,
     // unless an attempt started since the read above (`raced`).
     let _lock = super::power::lock_admission(&mut *conn).await?;
-    if !lock_first {
+    // (A run without an end is never an earlier attempt's.)
+    if !lock_first && runs.iter().any(|r| r.ended_at.is_some()) {
         let now_running = running_starts(&mut *conn, runs).await?;
         if runs
             .iter()
