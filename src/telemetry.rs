@@ -58,8 +58,77 @@ fn metrics_handle() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
+/// The `# HELP` text of each metric the recorder keeps (the gauges read
+/// at scrape time carry their own, `service::gauges`), so that Prometheus
+/// and `promtool check metrics` find every metric described.
+const DESCRIPTIONS: &[(&str, &str)] = &[
+    (
+        "http_requests_total",
+        "Requests answered, by method, route template and status.",
+    ),
+    (
+        "http_request_duration_seconds",
+        "Time to answer a request, by method, route template and status.",
+    ),
+    ("http_connections_open", "Client connections open."),
+    (
+        "http_connections_max",
+        "The most client connections held at once (--max-connections).",
+    ),
+    (
+        "heavy_requests_refused_total",
+        "Requests answered 429 because every permit for heavy computations was taken (--heavy-permits).",
+    ),
+    (
+        crate::service::error::UNVALIDATED_VALUES,
+        "Values the database refused that validation should have caught (answered 400; a bug to report).",
+    ),
+    (
+        "admission_decisions_total",
+        "Admission decisions, by request (question or job_start), decision and reason.",
+    ),
+    (
+        "predictions_total",
+        "Predictions answered, by metric and source (history or model).",
+    ),
+    (
+        "prediction_flags_total",
+        "Flags on the predictions answered, by metric and flag.",
+    ),
+    ("model_fits_total", "Model fits begun."),
+    (
+        "model_fit_duration_seconds",
+        "Time a model fit took, by metric (without reading the history).",
+    ),
+    (
+        "model_cache_evictions_total",
+        "Times the kept models of the applications used least recently were dropped.",
+    ),
+    (
+        "cache_lookups_total",
+        "Lookups of the in-memory copies, by cache and result (hit or miss).",
+    ),
+    (
+        "jobs_run_unreserved_total",
+        "Jobs a scheduler ran without a power reservation because the service could not be reached.",
+    ),
+];
+
 /// Install the metrics recorder (call once at start-up, before serving).
 pub fn init_metrics() {
+    if metrics_handle().is_some() {
+        for &(name, help) in DESCRIPTIONS {
+            match name {
+                "http_request_duration_seconds" | "model_fit_duration_seconds" => {
+                    metrics::describe_histogram!(name, help);
+                }
+                "http_connections_open" | "http_connections_max" => {
+                    metrics::describe_gauge!(name, help);
+                }
+                _ => metrics::describe_counter!(name, help),
+            }
+        }
+    }
     // Counters an alert watches with increase() are shown from 0 at start,
     // so that their first event is an increase, not a new series.
     for name in [

@@ -291,6 +291,30 @@ fn a_real_prometheus_scrapes_the_service_and_every_panel_has_data() {
     traffic
         .join()
         .expect("the traffic thread's requests succeed");
+    // Every metric is described and named as Prometheus would have it
+    // (`promtool check metrics` lints HELP lines, units and suffixes).
+    let (status, exposition) = http(port, "GET", "/metrics", None, None);
+    assert_eq!(status, 200, "{exposition}");
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let linted = check.wait_with_output().unwrap();
+    assert!(
+        linted.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&linted.stdout),
+        String::from_utf8_lossy(&linted.stderr)
+    );
     assert!(
         empty.is_empty(),
         "panels without data:\n{}",
