@@ -602,16 +602,12 @@ fn choose(items: &[Result<NewRun, Vec<FieldError>>], running: &Running) -> Chose
     Chosen { first, firsts }
 }
 
-/// When the running attempts of the jobs the valid `items` name started,
-/// where a run's end is known (without one, no run is an earlier
-/// attempt's).
+/// When the running attempts of the jobs the valid `items` name started
+/// (`store::runs::running_starts`).
 async fn running_starts(
     executor: impl sqlx::PgExecutor<'_>,
     items: &[Result<NewRun, Vec<FieldError>>],
 ) -> sqlx::Result<Running> {
-    if !items.iter().flatten().any(|r| r.ended_at.is_some()) {
-        return Ok(Running::new());
-    }
     let runs: Vec<&NewRun> = items.iter().flatten().collect();
     store::runs::running_starts(executor, &runs).await
 }

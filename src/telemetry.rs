@@ -61,71 +61,90 @@ fn metrics_handle() -> Option<&'static PrometheusHandle> {
 /// The `# HELP` text of each metric the recorder keeps (the gauges read
 /// at scrape time carry their own, `service::gauges`), so that Prometheus
 /// and `promtool check metrics` find every metric described.
-const DESCRIPTIONS: &[(&str, &str)] = &[
+const DESCRIPTIONS: &[(Kind, &str, &str)] = &[
     (
+        Kind::Counter,
         "http_requests_total",
         "Requests answered, by method, route template and status.",
     ),
     (
+        Kind::Histogram,
         "http_request_duration_seconds",
         "Time to answer a request, by method, route template and status.",
     ),
-    ("http_connections_open", "Client connections open."),
     (
+        Kind::Gauge,
+        "http_connections_open",
+        "Client connections open.",
+    ),
+    (
+        Kind::Gauge,
         "http_connections_max",
         "The most client connections held at once (--max-connections).",
     ),
     (
+        Kind::Counter,
         "heavy_requests_refused_total",
         "Requests answered 429 because every permit for heavy computations was taken (--heavy-permits).",
     ),
     (
+        Kind::Counter,
         crate::service::error::UNVALIDATED_VALUES,
         "Values the database refused that validation should have caught (answered 400; a bug to report).",
     ),
     (
+        Kind::Counter,
         "admission_decisions_total",
         "Admission decisions, by request (question or job_start), decision and reason.",
     ),
     (
+        Kind::Counter,
         "predictions_total",
         "Predictions answered, by metric and source (history or model).",
     ),
     (
+        Kind::Counter,
         "prediction_flags_total",
         "Flags on the predictions answered, by metric and flag.",
     ),
-    ("model_fits_total", "Model fits begun."),
+    (Kind::Counter, "model_fits_total", "Model fits begun."),
     (
+        Kind::Histogram,
         "model_fit_duration_seconds",
         "Time a model fit took, by metric (without reading the history).",
     ),
     (
+        Kind::Counter,
         "model_cache_evictions_total",
         "Times the kept models of the applications used least recently were dropped.",
     ),
     (
+        Kind::Counter,
         "cache_lookups_total",
         "Lookups of the in-memory copies, by cache and result (hit or miss).",
     ),
     (
+        Kind::Counter,
         "jobs_run_unreserved_total",
         "Jobs a scheduler ran without a power reservation because the service could not be reached.",
     ),
 ];
 
+/// What a described metric is.
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
 /// Install the metrics recorder (call once at start-up, before serving).
 pub fn init_metrics() {
     if metrics_handle().is_some() {
-        for &(name, help) in DESCRIPTIONS {
-            match name {
-                "http_request_duration_seconds" | "model_fit_duration_seconds" => {
-                    metrics::describe_histogram!(name, help);
-                }
-                "http_connections_open" | "http_connections_max" => {
-                    metrics::describe_gauge!(name, help);
-                }
-                _ => metrics::describe_counter!(name, help),
+        for (kind, name, help) in DESCRIPTIONS {
+            match kind {
+                Kind::Counter => metrics::describe_counter!(*name, *help),
+                Kind::Gauge => metrics::describe_gauge!(*name, *help),
+                Kind::Histogram => metrics::describe_histogram!(*name, *help),
             }
         }
     }

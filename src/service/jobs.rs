@@ -474,6 +474,8 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
                 )],
             });
         }
+        // As times are stored and answered: to the microsecond.
+        let stored_start = crate::validate::as_stored(started_at);
         let candidate = Candidate {
             app: &tag,
             nodes,
@@ -484,12 +486,12 @@ pub async fn start(service: &Service, mut input: JobInput) -> Result<Start> {
             // before, nor one a day ahead spared a window it runs into.
             // Stored, it counts from now (`counted_now`): the cap in force
             // now binds it too, whenever it says it began.
-            at: crate::validate::as_stored(started_at),
+            at: stored_start,
             time_limit_s: input.time_limit_s,
             holds_until: service
                 .settings
                 .expiry
-                .ends_at(crate::validate::as_stored(started_at), input.time_limit_s),
+                .ends_at(stored_start, input.time_limit_s),
             counted_now: true,
         };
         let load = store::power::load(&mut tx, service.settings.expiry, now).await?;

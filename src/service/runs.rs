@@ -23,7 +23,7 @@ pub enum RunStatus {
 /// gets. `subject` says what a conflicting run was stored for.
 pub async fn store_one(service: &Service, run: NewRun, subject: &str) -> Result<(RunStatus, i64)> {
     let ingested = store_runs(service, vec![Ok(run)], false).await?;
-    the_one(ingested, subject)
+    the_one(ingested.outcomes.into_iter().next(), subject)
 }
 
 /// What became of a running job's end (`store_job_end`).
@@ -48,21 +48,27 @@ pub async fn store_job_end(service: &Service, run: NewRun, subject: &str) -> Res
         ended.as_ref().ok().and_then(Option::as_ref),
     );
     match ended? {
-        Some(ingested) if matches!(ingested.outcomes.first(), Some(Outcome::EarlierAttempt(_))) => {
-            Ok(JobEnd::EarlierAttempt(
-                the_one(ingested, subject).err().unwrap_or_else(|| {
-                    anyhow::anyhow!("an earlier attempt's run was answered as stored").into()
-                }),
-            ))
-        }
-        Some(ingested) => the_one(ingested, subject).map(|(status, id)| JobEnd::Stored(status, id)),
+        Some(ingested) => match ingested.outcomes.into_iter().next() {
+            Some(Outcome::EarlierAttempt(error)) => {
+                Ok(JobEnd::EarlierAttempt(earlier_attempt(error, subject)))
+            }
+            outcome => the_one(outcome, subject).map(|(status, id)| JobEnd::Stored(status, id)),
+        },
         None => Ok(JobEnd::Cancelled),
     }
 }
 
-/// The answer for the one run of `ingested`.
-fn the_one(ingested: ingest::Ingested, subject: &str) -> Result<(RunStatus, i64)> {
-    match ingested.outcomes.into_iter().next() {
+/// The 409 of an earlier attempt's run of `subject` (`error` names `ended_at`).
+fn earlier_attempt(error: FieldError, subject: &str) -> Error {
+    Error::Conflict {
+        detail: format!("an earlier attempt's run of {subject} is not stored"),
+        errors: vec![error],
+    }
+}
+
+/// The answer for the one run stored, its `outcome`.
+fn the_one(outcome: Option<Outcome>, subject: &str) -> Result<(RunStatus, i64)> {
+    match outcome {
         Some(Outcome::Created(id)) => Ok((RunStatus::Created, id)),
         Some(Outcome::Duplicate(id)) => Ok((RunStatus::Duplicate, id)),
         Some(Outcome::Conflict {
@@ -76,10 +82,7 @@ fn the_one(ingested: ingest::Ingested, subject: &str) -> Result<(RunStatus, i64)
             errors: differences,
         }),
         Some(Outcome::Invalid(errors)) => Err(Error::Invalid(errors)),
-        Some(Outcome::EarlierAttempt(error)) => Err(Error::Conflict {
-            detail: format!("an earlier attempt's run of {subject} is not stored"),
-            errors: vec![error],
-        }),
+        Some(Outcome::EarlierAttempt(error)) => Err(earlier_attempt(error, subject)),
         Some(Outcome::Withheld) | None => {
             Err(anyhow::anyhow!("a single run was neither stored nor rejected").into())
         }

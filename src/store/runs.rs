@@ -136,11 +136,16 @@ pub struct Batch {
     pub raced: bool,
 }
 
-/// When the running attempt of each job that `runs` name started.
+/// When the running attempt of each job that `runs` name started; nothing
+/// is read when no run has an end (a run without one is never an earlier
+/// attempt's, `earlier_attempt`).
 pub async fn running_starts(
     executor: impl PgExecutor<'_>,
     runs: &[&NewRun],
 ) -> sqlx::Result<HashMap<(String, String), DateTime<Utc>>> {
+    if runs.iter().all(|r| r.ended_at.is_none()) {
+        return Ok(HashMap::new());
+    }
     Ok(sqlx::query_as::<_, (String, String, DateTime<Utc>)>(
         "SELECT source, job_id, started_at FROM jobs WHERE (source, job_id) IN
              (SELECT * FROM unnest($1::text[], $2::text[]))",
@@ -353,8 +358,7 @@ pub async fn insert_batch(
     // Every key is a run now, whether created here or before: its job ends,
     // unless an attempt started since the read above (`raced`).
     let _lock = super::power::lock_admission(&mut *conn).await?;
-    // (A run without an end is never an earlier attempt's.)
-    if !lock_first && runs.iter().any(|r| r.ended_at.is_some()) {
+    if !lock_first {
         let now_running = running_starts(&mut *conn, runs).await?;
         if runs
             .iter()
